@@ -1,0 +1,54 @@
+# sluice: the two set-up commands are `make demo` and `make test`.
+# Both install what is missing (MariaDB, sysbench, mydumper) through apt-get.
+
+GO        ?= go
+BIN       := bin/sluice
+STATICCHECK_VERSION := v0.8.2
+APT_PKGS  := mariadb-server mariadb-client sysbench mydumper
+TEST_TIMEOUT ?= 25m
+
+.PHONY: all build deps test test-short lint demo bench-full-import clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/sluice
+
+# deps installs the real servers and tools the tests and demo use. It only
+# calls apt-get when something is missing, so it is quick on a ready machine.
+deps:
+	@missing=""; \
+	command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing="$$missing mariadb-server"; \
+	command -v mariadb >/dev/null 2>&1 || missing="$$missing mariadb-client"; \
+	command -v sysbench >/dev/null 2>&1 || missing="$$missing sysbench"; \
+	command -v mydumper >/dev/null 2>&1 || missing="$$missing mydumper"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PKGS) >/dev/null; \
+	fi
+
+lint:
+	@command -v staticcheck >/dev/null 2>&1 || [ -x "$$($(GO) env GOPATH)/bin/staticcheck" ] || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
+	$(GO) vet ./...
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck ./...
+
+# test runs every test, integration tests included, with the race detector.
+# Tests start their own MariaDB sandboxes on free loopback ports.
+test: deps lint
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+test-short: deps
+	$(GO) test -short -count=1 ./...
+
+# demo: start a source and a target sandbox, fill the source with sysbench,
+# migrate, verify, and print the summary.
+demo: deps build
+	./scripts/demo.sh
+
+bench-full-import: deps build
+	./bench/full_import.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,61 @@
+// Command sluice moves MySQL-family data and keeps it consistent: full
+// migration, incremental replication, a binlog service, a distributed
+// transaction coordinator and benchmarks. This package only turns flags and
+// task files into typed configs and wires the stage packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-db/sluice"
+)
+
+// commands are added by each command's file in init, so that files for
+// different capabilities never have to edit one shared list.
+var commands []func() *cobra.Command
+
+func register(f func() *cobra.Command) { commands = append(commands, f) }
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sluice",
+		Short: "Move MySQL/MariaDB data and keep it consistent",
+		Long: `sluice moves MySQL-family data and keeps it consistent across databases:
+full migration (dump, load, verify), incremental replication, a binlog
+service, distributed transactions, and benchmarks against the usual peers.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	for _, f := range commands {
+		root.AddCommand(f())
+	}
+	return root
+}
+
+// exitCode: 1 means "verify found differences", 2 any other failure, so
+// scripts can tell a difference from a broken run.
+func exitCode(err error) int {
+	if errors.Is(err, sluice.ErrVerifyDifferent) {
+		return 1
+	}
+	return 2
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRoot().ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluice: "+strings.Join(strings.Fields(err.Error()), " "))
+		stop()
+		os.Exit(exitCode(err))
+	}
+}

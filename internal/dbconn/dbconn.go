@@ -1,0 +1,154 @@
+// Package dbconn opens database/sql connections to MySQL-family servers with
+// the session settings sluice relies on, and turns driver errors into
+// one-line *sluice.Error values that tell the user what to fix.
+package dbconn
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-db/sluice"
+)
+
+// Options tune a connection pool.
+type Options struct {
+	Database string        // default schema, may be empty
+	MaxOpen  int           // 0 means unlimited
+	Timeout  time.Duration // dial timeout; 0 means 5s
+	// Params are extra session variables, e.g. {"time_zone": "'+00:00'"}.
+	Params map[string]string
+}
+
+// Config returns the driver config for an endpoint. Sessions always run in
+// UTC with utf8mb4 so that TIMESTAMP values and text round-trip exactly.
+func Config(ep sluice.Endpoint, o Options) *mysql.Config {
+	c := mysql.NewConfig()
+	c.User = ep.User
+	c.Passwd = ep.Password
+	c.Net = "tcp"
+	c.Addr = ep.Addr()
+	c.DBName = o.Database
+	c.Timeout = o.Timeout
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Second
+	}
+	c.InterpolateParams = true
+	c.MultiStatements = false
+	c.ParseTime = false
+	c.MaxAllowedPacket = 0 // ask the server
+	c.AllowNativePasswords = true
+	c.AllowAllFiles = false
+	c.Params = map[string]string{"time_zone": "'+00:00'"}
+	c.Collation = "utf8mb4_general_ci"
+	for k, v := range o.Params {
+		c.Params[k] = v
+	}
+	return c
+}
+
+// Open opens a pool to ep and pings it. role names the endpoint in errors
+// ("source", "target"). Errors are *sluice.Error with a hint.
+func Open(ctx context.Context, role string, ep sluice.Endpoint, o Options) (*sql.DB, error) {
+	conn, err := mysql.NewConnector(Config(ep, o))
+	if err != nil {
+		return nil, &sluice.Error{Op: "configure " + role + " " + ep.Addr(), Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "check " + role + ".host, port and user in the task file"}
+	}
+	db := sql.OpenDB(conn)
+	if o.MaxOpen > 0 {
+		db.SetMaxOpenConns(o.MaxOpen)
+		db.SetMaxIdleConns(o.MaxOpen)
+	}
+	db.SetConnMaxIdleTime(10 * time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, o.timeout()+5*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, Classify(err, role, ep)
+	}
+	return db, nil
+}
+
+func (o Options) timeout() time.Duration {
+	if o.Timeout == 0 {
+		return 5 * time.Second
+	}
+	return o.Timeout
+}
+
+// Classify turns a driver error into a *sluice.Error naming the fix. Errors it
+// does not recognise are wrapped with the endpoint for context.
+func Classify(err error, role string, ep sluice.Endpoint) error {
+	if err == nil {
+		return nil
+	}
+	var se *sluice.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	op := role + " " + ep.Addr()
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1045, 1044, 1698:
+			return &sluice.Error{Op: "connect to " + op, Err: fmt.Errorf("%w for user %q: %s", sluice.ErrAccessDenied, ep.User, me.Message),
+				Hint: "check " + role + ".user and " + role + ".password in the task file"}
+		case 1142, 1143, 1227, 1370, 1419:
+			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrPrivilege, me.Message),
+				Hint: "grant the missing privilege to " + ep.User + " on " + role + " (see README: privileges)"}
+		case 1146, 1049:
+			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrUnknownTable, me.Message),
+				Hint: "check the table patterns in the task file against the " + role}
+		case 1021:
+			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrDiskFull, me.Message), Hint: "free disk space on the " + role + " server"}
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if isUnreachable(err) {
+		return &sluice.Error{Op: "connect to " + op, Err: fmt.Errorf("%w: %v", sluice.ErrUnreachable, oneLine(err)),
+			Hint: "check that the server is running and " + role + ".host/" + role + ".port are right"}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func isUnreachable(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return true
+	case errors.As(err, &oe):
+		return true
+	case errors.As(err, &ne) && ne.Timeout():
+		return true
+	case errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	return strings.Contains(err.Error(), "no such host")
+}
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// IsRetryable reports whether a statement failing with err may succeed when
+// retried on a new connection (lost connection, deadlock, lock wait timeout).
+func IsRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1205, 1213, 2006, 2013, 1053, 1927, 4031:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || isUnreachable(err)
+}

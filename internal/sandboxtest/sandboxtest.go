@@ -1,0 +1,85 @@
+// Package sandboxtest starts real MariaDB sandboxes for tests. Each instance
+// gets a short private state directory (unix socket paths are limited to 107
+// bytes) and a free loopback port, and is stopped and purged on cleanup.
+package sandboxtest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // the driver for MustOpen
+
+	"github.com/sluice-db/sluice/sandbox"
+)
+
+// New starts an instance named name and returns it with a stop function.
+// Use it from TestMain to share one server across a package's tests.
+func New(name string, opts ...string) (*sandbox.Instance, func(), error) {
+	dir, err := os.MkdirTemp("", "sbx")
+	if err != nil {
+		return nil, nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err := sandbox.FreePort()
+		if err != nil {
+			return nil, nil, err
+		}
+		c := sandbox.DefaultConfig()
+		c.Dir, c.Name, c.Port, c.BufferPool, c.Options = dir, name, port, "128M", opts
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		inst, err := sandbox.Up(ctx, c)
+		cancel()
+		if err == nil {
+			stop := func() {
+				_ = inst.Stop(context.Background(), time.Minute)
+				_ = os.RemoveAll(dir)
+			}
+			return inst, stop, nil
+		}
+		lastErr = err
+		_ = os.RemoveAll(dir + "/" + name)
+	}
+	_ = os.RemoveAll(dir)
+	return nil, nil, fmt.Errorf("sandboxtest: start %s: %w", name, lastErr)
+}
+
+// Start starts an instance for one test and stops it when the test ends.
+func Start(tb testing.TB, name string, opts ...string) *sandbox.Instance {
+	tb.Helper()
+	inst, stop, err := New(name, opts...)
+	if err != nil {
+		tb.Fatalf("%v (is mariadb-server installed? run 'make deps')", err)
+	}
+	tb.Cleanup(stop)
+	return inst
+}
+
+// MustOpen opens a root connection pool to inst's database db.
+func MustOpen(tb testing.TB, inst *sandbox.Instance, db string) *sql.DB {
+	tb.Helper()
+	conn, err := sql.Open("mysql", inst.DSN(db)+"?time_zone=%27%2B00%3A00%27&interpolateParams=true")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// MustExec runs each statement on db, failing the test on error.
+func MustExec(tb testing.TB, db *sql.DB, stmts ...string) {
+	tb.Helper()
+	for _, s := range stmts {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		if _, err := db.Exec(s); err != nil {
+			tb.Fatalf("exec %q: %v", s, err)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+// Package schema reads table definitions from a live server (for the full
+// copy and verify) and, for replication, tracks versioned schemas by
+// following DDL in the binlog.
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sluice-db/sluice"
+)
+
+// ListTables returns the base tables on db for which keep returns true,
+// sorted by schema and name. Views are not tables and are skipped.
+func ListTables(ctx context.Context, db *sql.DB, keep func(sluice.TableRef) bool) ([]sluice.TableRef, error) {
+	rows, err := db.QueryContext(ctx, `SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES
+		WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN ('mysql','information_schema','performance_schema','sys')
+		ORDER BY TABLE_SCHEMA, TABLE_NAME`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sluice.TableRef
+	for rows.Next() {
+		var r sluice.TableRef
+		if err := rows.Scan(&r.Schema, &r.Name); err != nil {
+			return nil, err
+		}
+		if keep == nil || keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out, rows.Err()
+}
+
+// Inspect reads one table's columns and keys. It returns an error wrapping
+// sluice.ErrUnknownTable if the table does not exist.
+func Inspect(ctx context.Context, db *sql.DB, ref sluice.TableRef) (*sluice.Table, error) {
+	t := &sluice.Table{Ref: ref}
+	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, IFNULL(CHARACTER_SET_NAME,''), EXTRA
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, ref.Schema, ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var c sluice.Column
+		var nullable, extra string
+		if err := rows.Scan(&c.Name, &c.DataType, &c.FullType, &nullable, &c.Charset, &extra); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		c.DataType = strings.ToLower(c.DataType)
+		c.Nullable = nullable == "YES"
+		c.Unsigned = strings.Contains(strings.ToLower(c.FullType), "unsigned")
+		ex := strings.ToUpper(extra)
+		c.Generated = strings.Contains(ex, "VIRTUAL") || strings.Contains(ex, "STORED") || strings.Contains(ex, "PERSISTENT")
+		t.Columns = append(t.Columns, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(t.Columns) == 0 {
+		return nil, &sluice.Error{Op: "inspect " + ref.String(), Err: fmt.Errorf("%w: %s does not exist", sluice.ErrUnknownTable, ref), Hint: "check the table name and the task's tables patterns"}
+	}
+	if err := inspectKeys(ctx, db, t); err != nil {
+		return nil, err
+	}
+	var name, create string
+	if err := db.QueryRowContext(ctx, "SHOW CREATE TABLE "+ref.Quoted()).Scan(&name, &create); err != nil {
+		return nil, err
+	}
+	t.CreateSQL = create
+	return t, nil
+}
+
+func inspectKeys(ctx context.Context, db *sql.DB, t *sluice.Table) error {
+	rows, err := db.QueryContext(ctx, `SELECT INDEX_NAME, COLUMN_NAME, NULLABLE FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 ORDER BY INDEX_NAME = 'PRIMARY' DESC, INDEX_NAME, SEQ_IN_INDEX`, t.Ref.Schema, t.Ref.Name)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	type key struct {
+		name     string
+		cols     []int
+		nullable bool
+	}
+	var keys []*key
+	for rows.Next() {
+		var idx, col, nullable string
+		if err := rows.Scan(&idx, &col, &nullable); err != nil {
+			return err
+		}
+		if len(keys) == 0 || keys[len(keys)-1].name != idx {
+			keys = append(keys, &key{name: idx})
+		}
+		k := keys[len(keys)-1]
+		ci := t.ColumnIndex(col)
+		if ci < 0 {
+			// A prefix or expression part we cannot use as a row identity.
+			k.nullable = true
+			continue
+		}
+		k.cols = append(k.cols, ci)
+		if nullable == "YES" {
+			k.nullable = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// Keys whose columns are all NOT NULL, primary first, then the narrowest.
+	sort.SliceStable(keys, func(a, b int) bool {
+		pa, pb := keys[a].name == "PRIMARY", keys[b].name == "PRIMARY"
+		if pa != pb {
+			return pa
+		}
+		return len(keys[a].cols) < len(keys[b].cols)
+	})
+	for _, k := range keys {
+		t.UniqueKeys = append(t.UniqueKeys, k.cols)
+		if len(t.PK) == 0 && !k.nullable && len(k.cols) > 0 {
+			t.PK = k.cols
+			t.PKIsPrimary = k.name == "PRIMARY"
+		}
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+// Package sluice holds the domain types shared by every stage of the data path:
+// endpoints, positions, tables, row changes and transactions, plus the error
+// type that carries a hint for the user. Stage packages import this package,
+// never each other.
+package sluice
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Endpoint is how to reach one MySQL-family server.
+type Endpoint struct {
+	Host     string `yaml:"host" json:"host"`
+	Port     int    `yaml:"port" json:"port"`
+	User     string `yaml:"user" json:"user"`
+	Password string `yaml:"password" json:"-"`
+}
+
+// Addr is host:port, for messages. It never contains the password.
+func (e Endpoint) Addr() string { return fmt.Sprintf("%s:%d", e.Host, e.Port) }
+
+// String never prints the password, so an Endpoint is safe to log.
+func (e Endpoint) String() string { return fmt.Sprintf("%s@%s", e.User, e.Addr()) }
+
+// Position is a point in a source's binlog: file/offset and, when the source
+// uses GTIDs, the executed GTID set at that point (flavour-specific text form).
+type Position struct {
+	File    string `json:"file" yaml:"file"`
+	Pos     uint32 `json:"pos" yaml:"pos"`
+	GTIDSet string `json:"gtid_set,omitempty" yaml:"gtid-set,omitempty"`
+	Flavor  string `json:"flavor,omitempty" yaml:"flavor,omitempty"` // "mariadb" or "mysql"
+}
+
+func (p Position) String() string {
+	s := fmt.Sprintf("%s:%d", p.File, p.Pos)
+	if p.GTIDSet != "" {
+		s += " gtid=" + p.GTIDSet
+	}
+	return s
+}
+
+// TableRef names a table.
+type TableRef struct {
+	Schema string `json:"schema" yaml:"schema"`
+	Name   string `json:"name" yaml:"name"`
+}
+
+func (t TableRef) String() string { return t.Schema + "." + t.Name }
+
+// Quoted is the backtick-quoted `schema`.`name`.
+func (t TableRef) Quoted() string { return QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) }
+
+// QuoteIdent quotes a MySQL identifier with backticks.
+func QuoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// Column describes one column of a table as the source defines it.
+type Column struct {
+	Name      string `json:"name"`
+	DataType  string `json:"data_type"`   // information_schema DATA_TYPE, lower case: int, varchar, bit...
+	FullType  string `json:"column_type"` // COLUMN_TYPE: "int(10) unsigned", "enum('a','b')"
+	Nullable  bool   `json:"nullable"`
+	Unsigned  bool   `json:"unsigned"`
+	Charset   string `json:"charset,omitempty"`
+	Generated bool   `json:"generated"` // virtual or stored generated: never written
+}
+
+// Table is a table's shape: columns in ordinal order and its keys.
+type Table struct {
+	Ref     TableRef `json:"ref"`
+	Columns []Column `json:"columns"`
+	// PK holds the column indexes of the primary key, or of the first NOT NULL
+	// unique key when there is no primary key; empty when the table has neither.
+	PK []int `json:"pk"`
+	// PKIsPrimary says whether PK is a real PRIMARY KEY (false: a NOT NULL unique key).
+	PKIsPrimary bool `json:"pk_is_primary"`
+	// UniqueKeys holds every unique key (primary included) as column indexes;
+	// the replication scheduler builds writesets from them.
+	UniqueKeys [][]int `json:"unique_keys"`
+	CreateSQL  string  `json:"create_sql,omitempty"`
+}
+
+// HasKey reports whether rows can be identified by a key.
+func (t *Table) HasKey() bool { return len(t.PK) > 0 }
+
+// ColumnIndex returns the index of the named column (case-insensitive), or -1.
+func (t *Table) ColumnIndex(name string) int {
+	for i, c := range t.Columns {
+		if strings.EqualFold(c.Name, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// WritableColumns are the columns that take values on insert (not generated).
+func (t *Table) WritableColumns() []int {
+	out := make([]int, 0, len(t.Columns))
+	for i, c := range t.Columns {
+		if !c.Generated {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// ChangeKind is the kind of a row change.
+type ChangeKind uint8
+
+const (
+	Insert ChangeKind = iota + 1
+	Update
+	Delete
+)
+
+func (k ChangeKind) String() string {
+	switch k {
+	case Insert:
+		return "insert"
+	case Update:
+		return "update"
+	case Delete:
+		return "delete"
+	}
+	return "unknown"
+}
+
+// RowChange is one row's change. Before is set for Update and Delete, After
+// for Insert and Update; values are in column order of Table.
+type RowChange struct {
+	Kind   ChangeKind
+	Table  *Table
+	Before []any
+	After  []any
+}
+
+// Txn is one source transaction, in source commit order.
+type Txn struct {
+	GTID    string   // the transaction's GTID, when the source has one
+	End     Position // the position just after the transaction's commit event
+	Changes []RowChange
+	DDL     string // set for a DDL transaction (then Changes is empty)
+	Schema  string // default schema of a DDL statement
+	// Timestamp is the source commit time in unix seconds, for lag.
+	Timestamp uint32
+}
+
+// Sentinel errors. Wrap them with %w; test with errors.Is.
+var (
+	ErrUnreachable     = errors.New("server unreachable")
+	ErrAccessDenied    = errors.New("access denied")
+	ErrPrivilege       = errors.New("missing privilege")
+	ErrUnknownTable    = errors.New("unknown table")
+	ErrConfig          = errors.New("invalid configuration")
+	ErrSchemaMismatch  = errors.New("target table definition differs")
+	ErrDiskFull        = errors.New("disk full")
+	ErrBinlogFormat    = errors.New("unsupported binlog settings")
+	ErrBinlogPurged    = errors.New("binlog purged")
+	ErrUnsupportedDDL  = errors.New("unsupported DDL")
+	ErrNoKey           = errors.New("table has no key")
+	ErrVerifyDifferent = errors.New("source and target differ")
+)
+
+// Error is an error the user can act on: what failed, why, and how to fix it.
+// Error() is always one line.
+type Error struct {
+	Op   string // what was being done: "connect to source 127.0.0.1:3306"
+	Err  error  // the cause, often wrapping a sentinel
+	Hint string // how to fix it
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Op != "" {
+		b.WriteString(e.Op)
+		b.WriteString(": ")
+	}
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	}
+	if e.Hint != "" {
+		b.WriteString(" (fix: ")
+		b.WriteString(e.Hint)
+		b.WriteString(")")
+	}
+	return strings.Join(strings.Fields(strings.ReplaceAll(b.String(), "\n", " ")), " ")
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an *Error with a hint.
+func Errorf(sentinel error, op, hint, format string, args ...any) *Error {
+	var err error
+	if format == "" {
+		err = sentinel
+	} else {
+		err = fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+	}
+	return &Error{Op: op, Err: err, Hint: hint}
+}

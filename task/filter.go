@@ -1,0 +1,104 @@
+package task
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/sluice-db/sluice"
+)
+
+// systemSchemas are never copied, whatever the patterns say.
+var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "performance_schema": true, "sys": true}
+
+func splitPattern(p string) (schema, table string, err error) {
+	i := strings.IndexByte(p, '.')
+	if i <= 0 || i == len(p)-1 {
+		return "", "", fmt.Errorf("must be schema.table, e.g. \"db.*\"")
+	}
+	schema, table = p[:i], p[i+1:]
+	if _, err := path.Match(schema, ""); err != nil {
+		return "", "", err
+	}
+	if _, err := path.Match(table, ""); err != nil {
+		return "", "", err
+	}
+	return schema, table, nil
+}
+
+func match(patterns []string, t sluice.TableRef) bool {
+	for _, p := range patterns {
+		s, tb, err := splitPattern(p)
+		if err != nil {
+			continue
+		}
+		if ok, _ := path.Match(strings.ToLower(s), strings.ToLower(t.Schema)); !ok {
+			continue
+		}
+		if ok, _ := path.Match(strings.ToLower(tb), strings.ToLower(t.Name)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Selected reports whether the task copies table t.
+func (c *Config) Selected(t sluice.TableRef) bool {
+	if systemSchemas[strings.ToLower(t.Schema)] {
+		return false
+	}
+	return match(c.Tables.Include, t) && !match(c.Tables.Exclude, t)
+}
+
+// SchemaSelected reports whether any table of schema could be selected, for
+// schema-level DDL such as CREATE DATABASE.
+func (c *Config) SchemaSelected(schema string) bool {
+	if systemSchemas[strings.ToLower(schema)] {
+		return false
+	}
+	for _, p := range c.Tables.Include {
+		if s, _, err := splitPattern(p); err == nil {
+			if ok, _ := path.Match(strings.ToLower(s), strings.ToLower(schema)); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Route maps a source table to its target name. The first matching route
+// wins; without one the name is unchanged.
+func (c *Config) Route(t sluice.TableRef) sluice.TableRef {
+	for _, r := range c.Routes {
+		if ok, _ := path.Match(strings.ToLower(r.Schema), strings.ToLower(t.Schema)); !ok {
+			continue
+		}
+		tp := r.Table
+		if tp == "" {
+			tp = "*"
+		}
+		if ok, _ := path.Match(strings.ToLower(tp), strings.ToLower(t.Name)); !ok {
+			continue
+		}
+		out := sluice.TableRef{Schema: r.TargetSchema, Name: t.Name}
+		if r.TargetTable != "" {
+			out.Name = r.TargetTable
+		}
+		return out
+	}
+	return t
+}
+
+// RouteSchema maps a source schema name to the target schema (for DDL that
+// names only a schema).
+func (c *Config) RouteSchema(schema string) string {
+	for _, r := range c.Routes {
+		if r.Table != "" && r.Table != "*" {
+			continue
+		}
+		if ok, _ := path.Match(strings.ToLower(r.Schema), strings.ToLower(schema)); ok {
+			return r.TargetSchema
+		}
+	}
+	return schema
+}

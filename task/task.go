@@ -1,0 +1,195 @@
+// Package task is the typed form of a sluice task file (YAML). Only cmd/
+// reads the file; everything else receives a *Config.
+package task
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-db/sluice"
+)
+
+// Config is a task file.
+type Config struct {
+	Name   string          `yaml:"name"`
+	Source sluice.Endpoint `yaml:"source"`
+	Target sluice.Endpoint `yaml:"target"`
+	Tables Tables          `yaml:"tables"`
+	Routes []Route         `yaml:"routes"`
+
+	Threads          int `yaml:"threads"`            // dump connections
+	PoolSize         int `yaml:"pool-size"`          // load connections
+	RowsPerChunk     int `yaml:"rows-per-chunk"`     // dump chunk size
+	RowsPerStatement int `yaml:"rows-per-statement"` // 0: LOAD DATA; >0: multi-row INSERTs of this many rows
+
+	// Dir holds the task's state (relay log, dump files). Default: ./sluice-<name>.
+	Dir string `yaml:"dir"`
+
+	// Incremental holds the replication settings (issue: incremental replication).
+	Incremental Incremental `yaml:"incremental"`
+
+	// path is where the file was read from, for relative paths.
+	path string
+}
+
+// Incremental configures replication after (or without) the full copy.
+type Incremental struct {
+	// Start position for --mode incremental: a GTID set, or file/pos.
+	GTIDSet     string `yaml:"gtid-set"`
+	BinlogFile  string `yaml:"binlog-file"`
+	BinlogPos   uint32 `yaml:"binlog-pos"`
+	WorkerCount int    `yaml:"worker-count"`
+	Batch       int    `yaml:"batch"`
+	ServerID    uint32 `yaml:"server-id"`
+	// MetricsAddr is the loopback address of the Prometheus endpoint.
+	MetricsAddr string `yaml:"metrics-addr"`
+	// RelaySync is the relay fsync policy: "commit" (every transaction), "interval", "none".
+	RelaySync string `yaml:"relay-sync"`
+	// RelayRetain is how long applied relay files are kept, e.g. "24h".
+	RelayRetain string `yaml:"relay-retain"`
+	// Flavor is "mariadb" or "mysql"; empty means detect.
+	Flavor string `yaml:"flavor"`
+}
+
+// Tables selects tables by "schema.table" glob patterns (* and ?).
+type Tables struct {
+	Include []string `yaml:"include"`
+	Exclude []string `yaml:"exclude"`
+}
+
+// Route renames a schema and/or table on the way to the target. Schema and
+// Table are glob patterns on the source names; an empty TargetTable keeps the
+// table name.
+type Route struct {
+	Schema       string `yaml:"schema"`
+	Table        string `yaml:"table"`
+	TargetSchema string `yaml:"target-schema"`
+	TargetTable  string `yaml:"target-table"`
+}
+
+// Default returns a Config with every default filled in.
+func Default() *Config {
+	return &Config{
+		Name:         "task",
+		Source:       sluice.Endpoint{Host: "127.0.0.1", Port: 3306, User: "root"},
+		Target:       sluice.Endpoint{Host: "127.0.0.1", Port: 3306, User: "root"},
+		Threads:      4,
+		PoolSize:     8,
+		RowsPerChunk: 50000,
+		Incremental:  Incremental{WorkerCount: 16, Batch: 100, RelaySync: "interval", RelayRetain: "24h", MetricsAddr: "127.0.0.1:0"},
+	}
+}
+
+// Load reads and validates a task file. Unknown keys are errors, so a typo
+// never silently falls back to a default.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &sluice.Error{Op: "read task file", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "pass an existing YAML file with --config"}
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	c.path = path
+	if c.Dir == "" {
+		c.Dir = filepath.Join(filepath.Dir(path), "sluice-"+c.Name)
+	} else if !filepath.IsAbs(c.Dir) {
+		c.Dir = filepath.Join(filepath.Dir(path), c.Dir)
+	}
+	return c, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// Parse decodes YAML into a Config on top of the defaults and validates it.
+// ${VAR} in a password is replaced from the environment, so secrets need not
+// sit in the file.
+func Parse(b []byte) (*Config, error) {
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, &sluice.Error{Op: "parse task file", Err: fmt.Errorf("%w: %s", sluice.ErrConfig, yamlMsg(err)), Hint: "fix the YAML; see README 'Task file' for the keys"}
+	}
+	for _, ep := range []*sluice.Endpoint{&c.Source, &c.Target} {
+		ep.Password = envRef.ReplaceAllStringFunc(ep.Password, func(m string) string { return os.Getenv(envRef.FindStringSubmatch(m)[1]) })
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func yamlMsg(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// Validate checks every field and names the one that is wrong.
+func (c *Config) Validate() error {
+	bad := func(field, msg string) error {
+		return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s %s", sluice.ErrConfig, field, msg), Hint: "set " + field + " to a valid value"}
+	}
+	for role, ep := range map[string]sluice.Endpoint{"source": c.Source, "target": c.Target} {
+		if ep.Host == "" {
+			return bad(role+".host", "is empty")
+		}
+		if ep.Port <= 0 || ep.Port > 65535 {
+			return bad(role+".port", fmt.Sprintf("is %d", ep.Port))
+		}
+		if ep.User == "" {
+			return bad(role+".user", "is empty")
+		}
+	}
+	if c.Name == "" || strings.ContainsAny(c.Name, "/\\ ") {
+		return bad("name", "must be a non-empty word")
+	}
+	if len(c.Tables.Include) == 0 {
+		return bad("tables.include", "is empty (e.g. [\"mydb.*\"])")
+	}
+	for _, p := range append(append([]string{}, c.Tables.Include...), c.Tables.Exclude...) {
+		if _, _, err := splitPattern(p); err != nil {
+			return bad("tables pattern "+strconvQuote(p), err.Error())
+		}
+	}
+	for i, r := range c.Routes {
+		if r.Schema == "" || r.TargetSchema == "" {
+			return bad(fmt.Sprintf("routes[%d]", i), "needs schema and target-schema")
+		}
+	}
+	if c.Threads < 1 || c.Threads > 256 {
+		return bad("threads", fmt.Sprintf("is %d (1-256)", c.Threads))
+	}
+	if c.PoolSize < 1 || c.PoolSize > 256 {
+		return bad("pool-size", fmt.Sprintf("is %d (1-256)", c.PoolSize))
+	}
+	if c.RowsPerChunk < 1 {
+		return bad("rows-per-chunk", "must be positive")
+	}
+	if c.RowsPerStatement < 0 {
+		return bad("rows-per-statement", "must be 0 (LOAD DATA) or positive")
+	}
+	if c.Incremental.WorkerCount < 1 || c.Incremental.WorkerCount > 1024 {
+		return bad("incremental.worker-count", fmt.Sprintf("is %d (1-1024)", c.Incremental.WorkerCount))
+	}
+	if c.Incremental.Batch < 1 {
+		return bad("incremental.batch", "must be positive")
+	}
+	switch c.Incremental.Flavor {
+	case "", "mariadb", "mysql":
+	default:
+		return bad("incremental.flavor", "must be mariadb or mysql")
+	}
+	return nil
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
+
+// Path is the file the task was loaded from ("" when parsed from bytes).
+func (c *Config) Path() string { return c.path }

@@ -1,0 +1,104 @@
+package task
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sluice-db/sluice"
+)
+
+const good = `
+name: demo
+source: {host: 127.0.0.1, port: 3307, user: root, password: "${SLUICE_TEST_PW}"}
+target: {host: 127.0.0.1, port: 3308, user: root}
+tables: {include: ["sbtest.*", "app.user?"], exclude: ["sbtest.tmp_*"]}
+routes:
+  - {schema: app, table: "user*", target-schema: app2, target-table: users}
+  - {schema: "shard_*", target-schema: merged}
+threads: 8
+pool-size: 16
+`
+
+func TestParseGood(t *testing.T) {
+	t.Setenv("SLUICE_TEST_PW", "s3cret")
+	c, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Source.Password != "s3cret" || c.Threads != 8 || c.PoolSize != 16 || c.RowsPerChunk != Default().RowsPerChunk {
+		t.Fatalf("got %+v", c)
+	}
+	cases := []struct {
+		ref  sluice.TableRef
+		want bool
+	}{
+		{sluice.TableRef{Schema: "sbtest", Name: "sbtest1"}, true},
+		{sluice.TableRef{Schema: "sbtest", Name: "tmp_x"}, false},
+		{sluice.TableRef{Schema: "app", Name: "user1"}, true},
+		{sluice.TableRef{Schema: "app", Name: "user12"}, false},
+		{sluice.TableRef{Schema: "mysql", Name: "user"}, false},
+	}
+	for _, tc := range cases {
+		if got := c.Selected(tc.ref); got != tc.want {
+			t.Errorf("Selected(%v) = %v", tc.ref, got)
+		}
+	}
+	if got := c.Route(sluice.TableRef{Schema: "app", Name: "user1"}); got.String() != "app2.users" {
+		t.Errorf("route = %v", got)
+	}
+	if got := c.Route(sluice.TableRef{Schema: "shard_3", Name: "t"}); got.String() != "merged.t" {
+		t.Errorf("route = %v", got)
+	}
+	if got := c.Route(sluice.TableRef{Schema: "sbtest", Name: "t"}); got.String() != "sbtest.t" {
+		t.Errorf("route = %v", got)
+	}
+	if c.RouteSchema("shard_1") != "merged" || c.RouteSchema("app") != "app" {
+		t.Error("RouteSchema")
+	}
+	if strings.Contains(c.Source.String(), "s3cret") {
+		t.Error("password in String()")
+	}
+}
+
+func TestParseBad(t *testing.T) {
+	for name, doc := range map[string]string{
+		"malformed":     "source: {host: [",
+		"unknown key":   "sorce: {host: x}\ntables: {include: [\"a.*\"]}",
+		"no tables":     "name: x",
+		"bad pattern":   "tables: {include: [\"nodot\"]}",
+		"bad threads":   "tables: {include: [\"a.*\"]}\nthreads: 0",
+		"bad port":      "tables: {include: [\"a.*\"]}\nsource: {port: 99999}",
+		"wrong type":    "tables: {include: [\"a.*\"]}\nthreads: lots",
+		"route no dest": "tables: {include: [\"a.*\"]}\nroutes: [{schema: a}]",
+	} {
+		_, err := Parse([]byte(doc))
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		var se *sluice.Error
+		if !errors.As(err, &se) || !errors.Is(err, sluice.ErrConfig) || se.Hint == "" || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: want one-line config error with hint, got %v", name, err)
+		}
+	}
+}
+
+func TestLoadRelativeDir(t *testing.T) {
+	d := t.TempDir()
+	p := d + "/t.yaml"
+	if err := os.WriteFile(p, []byte("name: n\ntables: {include: [\"a.*\"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dir != d+"/sluice-n" {
+		t.Fatalf("dir = %s", c.Dir)
+	}
+	if _, err := Load(d + "/missing.yaml"); err == nil {
+		t.Fatal("want error")
+	}
+}
