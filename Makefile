@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 APT_PKGS  := mariadb-server mariadb-client sysbench mydumper
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build deps test test-short lint demo bench-full-import clean
+.PHONY: all build deps test test-short lint demo bench-full-import bench-replication bench-dtx bench-oltp clean
 
 all: build
 
@@ -47,8 +47,19 @@ test-short: deps
 demo: deps build
 	./scripts/demo.sh
 
+# Benchmarks are not tests: each prints what it measured beside the peer's
+# figure from the same run, and the ratio. Results go to docs/benchmarks.md.
 bench-full-import: deps build
 	./bench/full_import.sh
+
+bench-replication: deps build
+	./bench/replication.sh
+
+bench-dtx: deps build
+	./bench/dtx.sh
+
+bench-oltp: deps build
+	./bench/oltp_accuracy.sh
 
 clean:
 	rm -rf bin
