@@ -113,7 +113,7 @@ func TestCompareChartsGolden(t *testing.T) {
 func TestBarChartGolden(t *testing.T) {
 	c := Chart{Title: "Load throughput", XLabel: "pool size", YLabel: "MB/s", Kind: Bar,
 		Categories: []string{"8", "16", "32"},
-		Series: []Series{{Name: "sluice", Values: []float64{40.5, 71.2, 88}}, {Name: "myloader", Values: []float64{35, math.NaN(), 80.25}}}}
+		Series:     []Series{{Name: "sluice", Values: []float64{40.5, 71.2, 88}}, {Name: "myloader", Values: []float64{35, math.NaN(), 80.25}}}}
 	var buf bytes.Buffer
 	if err := c.SVG(&buf); err != nil {
 		t.Fatal(err)
