@@ -105,7 +105,7 @@ func Classify(err error, role string, ep sluice.Endpoint) error {
 				Hint: "grant the missing privilege to " + ep.User + " on " + role + " (see README: privileges)"}
 		case 1146, 1049:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrUnknownTable, me.Message),
-				Hint: "check the table patterns in the task file against the " + role}
+				Hint: "check tables.include and tables.exclude in the task file against the " + role}
 		case 1021:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrDiskFull, me.Message), Hint: "free disk space on the " + role + " server"}
 		}

@@ -1,0 +1,56 @@
+package dbconn_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+	"github.com/sluice-db/sluice/sandbox"
+)
+
+func TestOpenClassifiesErrors(t *testing.T) {
+	inst := sandboxtest.Start(t, "conn")
+	root := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, root,
+		"CREATE DATABASE secret",
+		"CREATE TABLE secret.t (id INT PRIMARY KEY)",
+		"CREATE USER 'app'@'127.0.0.1' IDENTIFIED BY 'right-pw'",
+	)
+	ctx := context.Background()
+	ep := sluice.Endpoint{Host: "127.0.0.1", Port: inst.Port, User: "app", Password: "wrong-pw"}
+
+	check := func(name string, err error, sentinel error, mustMention string) {
+		t.Helper()
+		var se *sluice.Error
+		if !errors.Is(err, sentinel) || !errors.As(err, &se) || se.Hint == "" {
+			t.Fatalf("%s: want %v with a hint, got %v", name, sentinel, err)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "\n") || !strings.Contains(msg, mustMention) || strings.Contains(msg, "right-pw") || strings.Contains(msg, "wrong-pw") {
+			t.Fatalf("%s: message %q must be one line, mention %q and no password", name, msg, mustMention)
+		}
+	}
+
+	_, err := dbconn.Open(ctx, "source", ep, dbconn.Options{})
+	check("wrong password", err, sluice.ErrAccessDenied, "source.password")
+
+	free, _ := sandbox.FreePort()
+	_, err = dbconn.Open(ctx, "target", sluice.Endpoint{Host: "127.0.0.1", Port: free, User: "root"}, dbconn.Options{})
+	check("unreachable", err, sluice.ErrUnreachable, "target.port")
+
+	ep.Password = "right-pw"
+	db, err := dbconn.Open(ctx, "source", ep, dbconn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = db.Exec("SELECT * FROM secret.t")
+	check("privilege", dbconn.Classify(err, "source", ep), sluice.ErrPrivilege, "grant")
+
+	_, err = root.Exec("SELECT * FROM secret.missing")
+	check("unknown table", dbconn.Classify(err, "source", inst.Endpoint()), sluice.ErrUnknownTable, "tables")
+}
