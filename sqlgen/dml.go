@@ -1,0 +1,228 @@
+package sqlgen
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/sluice-db/sluice"
+)
+
+// TableSpec is what the DML builders need to know about one target table.
+// Build it once per table version and reuse it for every row.
+type TableSpec struct {
+	// Name is the quoted target `schema`.`table`.
+	Name string
+	// Cols are the quoted column names, by source column index.
+	Cols []string
+	// Write are the column indexes that take values (generated columns are
+	// computed by the target and never written).
+	Write []int
+	// Key are the column indexes that identify a row in WHERE clauses. For a
+	// table without a key these are all comparable columns and Keyless is set.
+	Key     []int
+	Keyless bool
+	// nullable[i] says column i may hold NULL, so WHERE uses <=>.
+	nullable []bool
+}
+
+// NewTableSpec builds the spec for writing rows of t into target. Keyless
+// tables identify a row by every column except approximate (FLOAT) and
+// generated ones, and change one row at a time (LIMIT 1), so duplicate rows
+// stay duplicates.
+func NewTableSpec(t *sluice.Table, target sluice.TableRef) *TableSpec {
+	s := &TableSpec{Name: target.Quoted(), Cols: make([]string, len(t.Columns)), nullable: make([]bool, len(t.Columns))}
+	for i, c := range t.Columns {
+		s.Cols[i] = sluice.QuoteIdent(c.Name)
+		s.nullable[i] = c.Nullable
+		if !c.Generated {
+			s.Write = append(s.Write, i)
+		}
+	}
+	if t.HasKey() {
+		s.Key = append([]int(nil), t.PK...)
+		for _, k := range s.Key {
+			s.nullable[k] = false
+		}
+		return s
+	}
+	s.Keyless = true
+	for i, c := range t.Columns {
+		if c.Generated || c.DataType == "float" {
+			continue
+		}
+		s.Key = append(s.Key, i)
+		s.nullable[i] = true // NULL-safe comparison costs nothing and is always right
+	}
+	return s
+}
+
+// AppendInsertHead appends "INSERT INTO t (cols) VALUES " to b; append rows
+// with AppendInsertRow, separated by commas.
+func (s *TableSpec) AppendInsertHead(b []byte) []byte {
+	b = append(b, "INSERT INTO "...)
+	b = append(b, s.Name...)
+	b = append(b, " ("...)
+	for n, i := range s.Write {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, s.Cols[i]...)
+	}
+	return append(b, ") VALUES "...)
+}
+
+// AppendInsertRow appends "(v1,v2,...)".
+func (s *TableSpec) AppendInsertRow(b []byte, row []any) []byte {
+	b = append(b, '(')
+	for n, i := range s.Write {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = AppendValue(b, row[i])
+	}
+	return append(b, ')')
+}
+
+// AppendInsert appends one multi-row INSERT of rows.
+func (s *TableSpec) AppendInsert(b []byte, rows ...[]any) []byte {
+	b = s.AppendInsertHead(b)
+	for n, r := range rows {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = s.AppendInsertRow(b, r)
+	}
+	return b
+}
+
+// AppendUpdate appends an UPDATE that turns the row before into after. Only
+// changed columns are set; it returns b unchanged and false when nothing
+// changed.
+func (s *TableSpec) AppendUpdate(b []byte, before, after []any) ([]byte, bool) {
+	start := len(b)
+	b = append(b, "UPDATE "...)
+	b = append(b, s.Name...)
+	b = append(b, " SET "...)
+	n := 0
+	for _, i := range s.Write {
+		if equalValue(before[i], after[i]) {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, s.Cols[i]...)
+		b = append(b, '=')
+		b = AppendValue(b, after[i])
+	}
+	if n == 0 {
+		return b[:start], false
+	}
+	return s.appendWhere(b, before), true
+}
+
+// AppendDelete appends a DELETE of the row before.
+func (s *TableSpec) AppendDelete(b []byte, before []any) []byte {
+	b = append(b, "DELETE FROM "...)
+	b = append(b, s.Name...)
+	return s.appendWhere(b, before)
+}
+
+func (s *TableSpec) appendWhere(b []byte, row []any) []byte {
+	b = append(b, " WHERE "...)
+	for n, i := range s.Key {
+		if n > 0 {
+			b = append(b, " AND "...)
+		}
+		b = append(b, s.Cols[i]...)
+		if s.nullable[i] {
+			b = append(b, "<=>"...)
+		} else {
+			b = append(b, '=')
+		}
+		b = AppendValue(b, row[i])
+	}
+	if s.Keyless {
+		b = append(b, " LIMIT 1"...)
+	}
+	return b
+}
+
+func equalValue(a, b any) bool {
+	switch x := a.(type) {
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && bytes.Equal(x, y)
+	case nil:
+		return b == nil
+	}
+	defer func() { _ = recover() }() // incomparable dynamic types count as changed
+	return a == b
+}
+
+// Insert is the placeholder form of AppendInsert.
+func (s *TableSpec) Insert(rows ...[]any) (string, []any) {
+	var sb strings.Builder
+	args := make([]any, 0, len(rows)*len(s.Write))
+	sb.Write(s.AppendInsertHead(nil))
+	for n, r := range rows {
+		if n > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteByte('(')
+		for m, i := range s.Write {
+			if m > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteByte('?')
+			args = append(args, r[i])
+		}
+		sb.WriteByte(')')
+	}
+	return sb.String(), args
+}
+
+// Update is the placeholder form of AppendUpdate; it sets every writable column.
+func (s *TableSpec) Update(before, after []any) (string, []any) {
+	var sb strings.Builder
+	var args []any
+	sb.WriteString("UPDATE " + s.Name + " SET ")
+	for n, i := range s.Write {
+		if n > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(s.Cols[i] + "=?")
+		args = append(args, after[i])
+	}
+	args = s.where(&sb, before, args)
+	return sb.String(), args
+}
+
+// Delete is the placeholder form of AppendDelete.
+func (s *TableSpec) Delete(before []any) (string, []any) {
+	var sb strings.Builder
+	sb.WriteString("DELETE FROM " + s.Name)
+	args := s.where(&sb, before, nil)
+	return sb.String(), args
+}
+
+func (s *TableSpec) where(sb *strings.Builder, row []any, args []any) []any {
+	sb.WriteString(" WHERE ")
+	for n, i := range s.Key {
+		if n > 0 {
+			sb.WriteString(" AND ")
+		}
+		sb.WriteString(s.Cols[i])
+		if s.nullable[i] {
+			sb.WriteString("<=>?")
+		} else {
+			sb.WriteString("=?")
+		}
+		args = append(args, row[i])
+	}
+	if s.Keyless {
+		sb.WriteString(" LIMIT 1")
+	}
+	return args
+}

@@ -1,0 +1,84 @@
+package sqlgen
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluice-db/sluice"
+)
+
+func TestAppendValue(t *testing.T) {
+	cases := []struct {
+		in   any
+		want string
+	}{
+		{nil, "NULL"},
+		{int8(-5), "-5"},
+		{uint64(18446744073709551615), "18446744073709551615"},
+		{float32(1.1), "1.1"},
+		{float64(0.1), "0.1"},
+		{1e300, "1e+300"},
+		{"it's", `'it\'s'`},
+		{"a\\b\n\x00\x1a\"", `'a\\b\n\0\Z\"'`},
+		{[]byte{0xff, '\''}, "_binary'\xff\\''"},
+		{time.Date(2024, 1, 2, 3, 4, 5, 600000000, time.UTC), "'2024-01-02 03:04:05.6'"},
+		{true, "1"},
+	}
+	for _, c := range cases {
+		if got := string(AppendValue(nil, c.in)); got != c.want {
+			t.Errorf("AppendValue(%#v) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+func table(pk bool) *sluice.Table {
+	t := &sluice.Table{Ref: sluice.TableRef{Schema: "s", Name: "t"}, Columns: []sluice.Column{
+		{Name: "id", DataType: "int"}, {Name: "v", DataType: "varchar", Nullable: true}, {Name: "f", DataType: "float"},
+		{Name: "g", DataType: "int", Generated: true},
+	}}
+	if pk {
+		t.PK = []int{0}
+	}
+	return t
+}
+
+func TestDML(t *testing.T) {
+	to := sluice.TableRef{Schema: "d", Name: "t`x"}
+	s := NewTableSpec(table(true), to)
+	r1 := []any{int32(1), "a", float32(1.5), int32(9)}
+	r2 := []any{int32(2), nil, float32(2), int32(9)}
+	cases := []struct{ got, want string }{
+		{string(s.AppendInsert(nil, r1, r2)), "INSERT INTO `d`.`t``x` (`id`,`v`,`f`) VALUES (1,'a',1.5),(2,NULL,2)"},
+		{string(s.AppendDelete(nil, r1)), "DELETE FROM `d`.`t``x` WHERE `id`=1"},
+	}
+	up, ok := s.AppendUpdate(nil, r1, []any{int32(1), "b", float32(1.5), int32(10)})
+	cases = append(cases, struct{ got, want string }{string(up), "UPDATE `d`.`t``x` SET `v`='b' WHERE `id`=1"})
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("got  %s\nwant %s", c.got, c.want)
+		}
+	}
+	if !ok {
+		t.Fatal("update reported no change")
+	}
+	if b, ok := s.AppendUpdate([]byte("x"), r1, r1); ok || string(b) != "x" {
+		t.Fatalf("no-op update produced %q, %v", b, ok)
+	}
+
+	k := NewTableSpec(table(false), to)
+	if got, want := string(k.AppendDelete(nil, r2)), "DELETE FROM `d`.`t``x` WHERE `id`<=>2 AND `v`<=>NULL LIMIT 1"; got != want {
+		t.Errorf("keyless delete\ngot  %s\nwant %s", got, want)
+	}
+	q, args := k.Update(r1, r2)
+	if want := "UPDATE `d`.`t``x` SET `id`=?,`v`=?,`f`=? WHERE `id`<=>? AND `v`<=>? LIMIT 1"; q != want {
+		t.Errorf("placeholder update\ngot  %s\nwant %s", q, want)
+	}
+	if want := []any{int32(2), nil, float32(2), int32(1), "a"}; !reflect.DeepEqual(args, want) {
+		t.Errorf("args %v, want %v", args, want)
+	}
+	q, args = s.Insert(r1)
+	if q != "INSERT INTO `d`.`t``x` (`id`,`v`,`f`) VALUES (?,?,?)" || len(args) != 3 {
+		t.Errorf("placeholder insert %s %v", q, args)
+	}
+}

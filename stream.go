@@ -1,0 +1,55 @@
+package sluice
+
+// StreamKind says what a StreamItem carries.
+type StreamKind uint8
+
+const (
+	// ItemBegin opens a source transaction. GTID and Timestamp are set.
+	ItemBegin StreamKind = iota + 1
+	// ItemRows carries the row changes of one row event of the open transaction.
+	ItemRows
+	// ItemCommit closes the open transaction. End is the position after it.
+	ItemCommit
+	// ItemDDL is one DDL statement, already rewritten for the target (routes,
+	// filters, idempotent form). It is its own transaction; End is set.
+	ItemDDL
+)
+
+func (k StreamKind) String() string {
+	switch k {
+	case ItemBegin:
+		return "begin"
+	case ItemRows:
+		return "rows"
+	case ItemCommit:
+		return "commit"
+	case ItemDDL:
+		return "ddl"
+	}
+	return "unknown"
+}
+
+// StreamItem is one step of the decoded replication stream, in source order.
+// A transaction arrives as Begin, any number of Rows, Commit, so that a
+// transaction larger than memory can be applied while it is still being
+// read. The decoder emits these; the applier consumes them.
+type StreamItem struct {
+	Kind      StreamKind
+	GTID      string // Begin, DDL: the transaction's GTID ("domain-server-seq" on MariaDB)
+	Timestamp uint32 // source time of the event, unix seconds
+	Changes   []RowChange
+	// End is the position just after the transaction (Commit, DDL). Its
+	// GTIDSet is the source's executed GTID position including this
+	// transaction, so it can be used to resume by GTID.
+	End Position
+	// DDL holds the target statements to run, in order (ItemDDL). Schema is
+	// the target default schema to run them in (may be empty).
+	DDL    []string
+	Schema string
+	// SchemaState is the decoder's schema tracker state after this DDL,
+	// saved with the checkpoint so that a restart decodes with the schema
+	// that was current at the checkpoint (ItemDDL; may be nil).
+	SchemaState []byte
+	// Source is the source statement of a DDL, for messages.
+	Source string
+}
