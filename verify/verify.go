@@ -1,0 +1,306 @@
+package verify
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/chunk"
+	"github.com/sluice-db/sluice/schema"
+)
+
+// Run compares each source table in tables with its routed name on dst and
+// returns a report. Differences are not errors: the error is for runs that
+// could not finish (a source table that does not exist, a lost connection,
+// ctx cancelled). Use Report.Err to turn differences into an error wrapping
+// sluice.ErrVerifyDifferent.
+//
+// The pools should allow cfg.Threads connections each, and their sessions
+// must share a time zone (TIMESTAMP values are compared as text).
+func Run(ctx context.Context, cfg Config, src, dst *sql.DB, tables []sluice.TableRef) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &runner{cfg: cfg, src: src, dst: dst, cancel: cancel}
+
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	for i := 0; i < cfg.Threads; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				if err := r.checkChunk(ctx, j.st, j.rng); err != nil {
+					r.fail(fmt.Errorf("verify %s chunk %d: %w", j.st.res.Source, j.rng.Index, err))
+				}
+			}
+		}()
+	}
+
+	// Tables are prepared (inspected and planned) one after the other while
+	// the workers check the chunks of earlier tables.
+	rep := &Report{}
+	var states []*tableState
+	for _, ref := range tables {
+		st, ranges, err := r.prepare(ctx, ref)
+		if err != nil {
+			r.fail(err)
+			break
+		}
+		states = append(states, st)
+		rep.Tables = append(rep.Tables, st.res)
+		if !r.feed(ctx, jobs, st, ranges) {
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := r.firstErr(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	for _, st := range states {
+		st.finish()
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+type job struct {
+	st  *tableState
+	rng chunk.Range
+}
+
+type runner struct {
+	cfg      Config
+	src, dst *sql.DB
+	cancel   context.CancelFunc
+
+	mu  sync.Mutex
+	err error
+}
+
+func (r *runner) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+	r.cancel()
+}
+
+func (r *runner) firstErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+func (r *runner) feed(ctx context.Context, jobs chan<- job, st *tableState, ranges []chunk.Range) bool {
+	for _, rng := range ranges {
+		select {
+		case jobs <- job{st, rng}:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// tableState collects one table's chunk results from the workers.
+type tableState struct {
+	t     *sluice.Table // the source definition; its expressions run on both sides
+	res   *TableResult
+	start time.Time
+	max   int
+
+	mu    sync.Mutex
+	diffs []chunkDiff // kept sorted by (chunk, pos), at most max long
+	end   time.Time   // when the last chunk finished
+}
+
+type chunkDiff struct {
+	chunk, pos, sub int
+	d               Diff
+}
+
+// prepare inspects both sides of one table and plans its chunks. A table
+// that cannot be compared row by row (missing on the target, other
+// columns) gets its final status here and no chunks.
+func (r *runner) prepare(ctx context.Context, ref sluice.TableRef) (*tableState, []chunk.Range, error) {
+	st := &tableState{start: time.Now(), max: r.cfg.MaxDiffs,
+		res: &TableResult{Source: ref, Target: r.cfg.route(ref), Status: StatusEqual}}
+	t, err := schema.Inspect(ctx, r.src, ref)
+	if err != nil {
+		return nil, nil, fmt.Errorf("verify: inspect source table %s: %w", ref, err)
+	}
+	st.t = t
+	if t.HasKey() {
+		st.res.KeyColumns = chunk.KeyColumns(t)
+	}
+	tt, err := schema.Inspect(ctx, r.dst, st.res.Target)
+	if errors.Is(err, sluice.ErrUnknownTable) {
+		st.res.Status = StatusTargetMissing
+		st.res.Detail = fmt.Sprintf("table %s does not exist on the target", st.res.Target)
+		st.res.SourceRows, err = countRows(ctx, r.src, ref)
+		return st, nil, err
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("verify: inspect target table %s: %w", st.res.Target, err)
+	}
+	if msg := columnsDiffer(t, tt); msg != "" {
+		st.res.Status = StatusColumnsDiffer
+		st.res.Detail = msg
+		if st.res.SourceRows, err = countRows(ctx, r.src, ref); err == nil {
+			st.res.TargetRows, err = countRows(ctx, r.dst, st.res.Target)
+		}
+		return st, nil, err
+	}
+	ranges, err := chunk.Plan(ctx, r.src, t, r.cfg.RowsPerChunk)
+	if err != nil {
+		return nil, nil, fmt.Errorf("verify: %w", err)
+	}
+	st.res.Chunks = len(ranges)
+	return st, ranges, nil
+}
+
+// columnsDiffer compares the stored columns by name, since the row hash
+// names them; types may differ (the hash's canonical form absorbs
+// character sets and integer widths, and other type changes show as rows
+// that differ).
+func columnsDiffer(src, dst *sluice.Table) string {
+	names := func(t *sluice.Table) map[string]bool {
+		m := map[string]bool{}
+		for _, ci := range t.WritableColumns() {
+			m[strings.ToLower(t.Columns[ci].Name)] = true
+		}
+		return m
+	}
+	s, d := names(src), names(dst)
+	var lacks, extra []string
+	for _, ci := range src.WritableColumns() {
+		if n := src.Columns[ci].Name; !d[strings.ToLower(n)] {
+			lacks = append(lacks, n)
+		}
+	}
+	for _, ci := range dst.WritableColumns() {
+		if n := dst.Columns[ci].Name; !s[strings.ToLower(n)] {
+			extra = append(extra, n)
+		}
+	}
+	var p []string
+	if len(lacks) > 0 {
+		p = append(p, "target lacks column(s) "+strings.Join(lacks, ", "))
+	}
+	if len(extra) > 0 {
+		p = append(p, "target has extra column(s) "+strings.Join(extra, ", "))
+	}
+	return strings.Join(p, "; ")
+}
+
+func countRows(ctx context.Context, db *sql.DB, ref sluice.TableRef) (int64, error) {
+	var n int64
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+ref.Quoted()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("verify: count rows of %s: %w", ref, err)
+	}
+	return n, nil
+}
+
+// checksum is one side's aggregate over a chunk.
+type checksum struct {
+	rows      int64
+	high, low string // exact DECIMAL sums, compared as text
+	err       error
+}
+
+func sumChunk(ctx context.Context, db *sql.DB, query string, args []any) checksum {
+	var c checksum
+	c.err = db.QueryRowContext(ctx, query, args...).Scan(&c.rows, &c.high, &c.low)
+	return c
+}
+
+// checkChunk checksums one range on both servers at once and drills into
+// it when the checksums differ.
+func (r *runner) checkChunk(ctx context.Context, st *tableState, rng chunk.Range) error {
+	defer func() {
+		st.mu.Lock()
+		st.end = time.Now()
+		st.mu.Unlock()
+	}()
+	where, args := rng.Where(st.t)
+	if !st.t.HasKey() {
+		where, args = "1=1", nil
+	}
+	done := make(chan checksum, 1)
+	go func() { done <- sumChunk(ctx, r.dst, checksumQuery(st.t, st.res.Target, where), args) }()
+	s := sumChunk(ctx, r.src, checksumQuery(st.t, st.res.Source, where), args)
+	d := <-done
+	if s.err != nil {
+		return fmt.Errorf("checksum on source: %w", s.err)
+	}
+	if d.err != nil {
+		return fmt.Errorf("checksum on target %s: %w", st.res.Target, d.err)
+	}
+	st.mu.Lock()
+	st.res.SourceRows += s.rows
+	st.res.TargetRows += d.rows
+	if s.rows == d.rows && s.high == d.high && s.low == d.low {
+		st.mu.Unlock()
+		return nil
+	}
+	st.res.DiffChunks++
+	st.res.Status = StatusDifferent
+	st.mu.Unlock()
+	if !st.t.HasKey() {
+		return r.drillKeyless(ctx, st, s.rows)
+	}
+	return r.drillKeyed(ctx, st, rng.Index, where, args)
+}
+
+// record adds one chunk's diffs and counts, keeping the first max diffs in
+// key order (chunks are in key order, and so are positions within one).
+func (st *tableState) record(chunkIdx int, diffs []chunkDiff, missing, extra, different int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.res.Missing += missing
+	st.res.Extra += extra
+	st.res.Different += different
+	for i := range diffs {
+		diffs[i].chunk = chunkIdx
+	}
+	st.diffs = append(st.diffs, diffs...)
+	sort.SliceStable(st.diffs, func(a, b int) bool {
+		x, y := st.diffs[a], st.diffs[b]
+		if x.chunk != y.chunk {
+			return x.chunk < y.chunk
+		}
+		if x.pos != y.pos {
+			return x.pos < y.pos
+		}
+		return x.sub < y.sub
+	})
+	if len(st.diffs) > st.max {
+		st.diffs = st.diffs[:st.max]
+	}
+}
+
+// finish is called once every chunk is done.
+func (st *tableState) finish() {
+	if st.end.IsZero() {
+		st.end = time.Now()
+	}
+	st.res.Elapsed = st.end.Sub(st.start)
+	for _, d := range st.diffs {
+		st.res.Diffs = append(st.res.Diffs, d.d)
+	}
+}

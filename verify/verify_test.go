@@ -1,0 +1,379 @@
+package verify_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+	"github.com/sluice-db/sluice/sandbox"
+	"github.com/sluice-db/sluice/verify"
+)
+
+// One source and one target server are shared by every test; each test
+// works in its own databases.
+var srcInst, dstInst *sandbox.Instance
+
+func TestMain(m *testing.M) {
+	code, err := runMain(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func runMain(m *testing.M) (int, error) {
+	var stopSrc, stopDst func()
+	var err error
+	if srcInst, stopSrc, err = sandboxtest.New("vsrc"); err != nil {
+		return 0, err
+	}
+	defer stopSrc()
+	if dstInst, stopDst, err = sandboxtest.New("vdst"); err != nil {
+		return 0, err
+	}
+	defer stopDst()
+	return m.Run(), nil
+}
+
+// setup runs the same statements on both servers, then the per-side ones.
+func setup(t *testing.T, both []string, onSrc []string, onDst []string) {
+	t.Helper()
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	dst := sandboxtest.MustOpen(t, dstInst, "")
+	sandboxtest.MustExec(t, src, both...)
+	sandboxtest.MustExec(t, dst, both...)
+	sandboxtest.MustExec(t, src, onSrc...)
+	sandboxtest.MustExec(t, dst, onDst...)
+}
+
+func run(t *testing.T, cfg verify.Config, tables ...string) *verify.Report {
+	t.Helper()
+	rep, err := runErr(t, cfg, tables...)
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if len(rep.Tables) != len(tables) {
+		t.Fatalf("report has %d tables, want %d", len(rep.Tables), len(tables))
+	}
+	return rep
+}
+
+func runErr(t *testing.T, cfg verify.Config, tables ...string) (*verify.Report, error) {
+	t.Helper()
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	dst := sandboxtest.MustOpen(t, dstInst, "")
+	var refs []sluice.TableRef
+	for _, s := range tables {
+		db, tb, _ := strings.Cut(s, ".")
+		refs = append(refs, sluice.TableRef{Schema: db, Name: tb})
+	}
+	return verify.Run(context.Background(), cfg, src, dst, refs)
+}
+
+func diffStrings(r *verify.TableResult) []string {
+	var out []string
+	for _, d := range r.Diffs {
+		out = append(out, d.String())
+	}
+	return out
+}
+
+func wantDiffs(t *testing.T, r *verify.TableResult, want ...string) {
+	t.Helper()
+	got := diffStrings(r)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%s diffs:\n%s\nwant:\n%s", r.Source, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func wantCounts(t *testing.T, r *verify.TableResult, status verify.Status, missing, extra, different int64) {
+	t.Helper()
+	if r.Status != status || r.Missing != missing || r.Extra != extra || r.Different != different {
+		t.Fatalf("%s: status %q missing %d extra %d different %d; want %q %d %d %d (detail %q)",
+			r.Source, r.Status, r.Missing, r.Extra, r.Different, status, missing, extra, different, r.Detail)
+	}
+}
+
+func small(threads, rowsPerChunk int) verify.Config {
+	c := verify.DefaultConfig()
+	c.Threads, c.RowsPerChunk = threads, rowsPerChunk
+	return c
+}
+
+func TestEqualTablesAreEqual(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE eq",
+		"CREATE TABLE eq.t (id INT PRIMARY KEY, v VARCHAR(20))",
+		"INSERT INTO eq.t SELECT seq, CONCAT('v', seq) FROM eq.seq_1_to_1000",
+		"CREATE TABLE eq.empty (id INT PRIMARY KEY)",
+	}, nil, nil)
+	rep := run(t, small(3, 100), "eq.t", "eq.empty")
+	if !rep.Equal() || rep.Err() != nil {
+		t.Fatalf("not equal: %v", rep.Err())
+	}
+	r := rep.Tables[0]
+	if r.SourceRows != 1000 || r.TargetRows != 1000 || r.Chunks != 11 || r.DiffChunks != 0 {
+		t.Fatalf("eq.t: rows %d/%d chunks %d diff chunks %d; want 1000/1000 11 0 (10 full ranges and the open end)", r.SourceRows, r.TargetRows, r.Chunks, r.DiffChunks)
+	}
+	if e := rep.Tables[1]; e.Status != verify.StatusEqual || e.Chunks != 1 {
+		t.Fatalf("eq.empty: %+v", e)
+	}
+}
+
+func TestChangedMissingExtraRows(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE cme",
+		"CREATE TABLE cme.t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+		"INSERT INTO cme.t SELECT seq, CONCAT('v', seq), seq FROM cme.seq_1_to_1000",
+	}, nil, []string{
+		"UPDATE cme.t SET n = n + 1 WHERE id = 42",
+		"DELETE FROM cme.t WHERE id = 500",
+		"INSERT INTO cme.t VALUES (5000, 'x', 1), (0, 'before', 0)",
+	})
+	rep := run(t, small(4, 100), "cme.t")
+	r := rep.Tables[0]
+	wantCounts(t, r, verify.StatusDifferent, 1, 2, 1)
+	wantDiffs(t, r, "id=0: extra", "id=42: different", "id=500: missing", "id=5000: extra")
+	if r.SourceRows != 1000 || r.TargetRows != 1001 || r.DiffChunks != 3 {
+		t.Fatalf("rows %d/%d diff chunks %d; want 1000/1001 3", r.SourceRows, r.TargetRows, r.DiffChunks)
+	}
+	err := rep.Err()
+	var se *sluice.Error
+	if !errors.Is(err, sluice.ErrVerifyDifferent) || !errors.As(err, &se) {
+		t.Fatalf("Err() = %v, want a *sluice.Error wrapping ErrVerifyDifferent", err)
+	}
+	if !strings.Contains(err.Error(), "cme.t (1 missing, 2 extra, 1 different)") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Err() = %q", err)
+	}
+	var b strings.Builder
+	if err := rep.WriteText(&b, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cme.t id=0: extra\n", "cme.t id=42: different\n", "cme.t: 2 more differing keys not shown\n", "1 of 1 tables differ"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("text report lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "id=500") {
+		t.Fatalf("text report shows more than 2 keys:\n%s", b.String())
+	}
+}
+
+func TestMaxDiffsKeepsFirstKeysAndFullCounts(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE md",
+		"CREATE TABLE md.t (id BIGINT UNSIGNED PRIMARY KEY, v INT)",
+		"INSERT INTO md.t SELECT seq, seq FROM md.seq_1_to_2000",
+	}, nil, []string{"DELETE FROM md.t WHERE id % 40 = 7"})
+	cfg := small(4, 50)
+	cfg.MaxDiffs = 5
+	r := run(t, cfg, "md.t").Tables[0]
+	wantCounts(t, r, verify.StatusDifferent, 50, 0, 0)
+	wantDiffs(t, r, "id=7: missing", "id=47: missing", "id=87: missing", "id=127: missing", "id=167: missing")
+	if r.DiffChunks != 40 || r.Chunks != 41 {
+		t.Fatalf("chunks %d diff chunks %d; want 41 40", r.Chunks, r.DiffChunks)
+	}
+}
+
+func TestCompositeKey(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE ck",
+		"CREATE TABLE ck.t (s VARCHAR(10) NOT NULL, n INT NOT NULL, b VARBINARY(4) NOT NULL, v TEXT, PRIMARY KEY (s, n, b))",
+		"INSERT INTO ck.t SELECT CONCAT('k', seq % 7), seq, UNHEX(HEX(seq % 3)), REPEAT('x', seq) FROM ck.seq_1_to_300",
+	}, nil, []string{
+		"UPDATE ck.t SET v = 'changed' WHERE s = 'k3' AND n = 10",
+		"DELETE FROM ck.t WHERE s = 'k5' AND n = 12",
+		"INSERT INTO ck.t VALUES ('k9 \"q\"', 1, 0x00ff, NULL)",
+	})
+	r := run(t, small(2, 40), "ck.t").Tables[0]
+	wantCounts(t, r, verify.StatusDifferent, 1, 1, 1)
+	wantDiffs(t, r, `s="k3",n=10,b=0x01: different`, `s="k5",n=12,b=0x00: missing`, `s="k9 \"q\"",n=1,b=0x00ff: extra`)
+	if strings.Join(r.KeyColumns, ",") != "s,n,b" {
+		t.Fatalf("key columns %v", r.KeyColumns)
+	}
+}
+
+func TestNullEmptyAndValueBoundaries(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE ne",
+		"CREATE TABLE ne.t (id INT PRIMARY KEY, a VARCHAR(10), b VARCHAR(10), c TEXT, d VARBINARY(10))",
+		"INSERT INTO ne.t VALUES (1, NULL, 'x', NULL, NULL), (2, 'a#', 'b', 'c', 'd'), (3, 'N', NULL, '', ''), (4, '', '', 'same', 'same')",
+	}, []string{}, []string{
+		"UPDATE ne.t SET a = '' WHERE id = 1",           // NULL -> ''
+		"UPDATE ne.t SET a = 'a', b = '#b' WHERE id = 2", // same CONCAT_WS('#') text
+		"UPDATE ne.t SET a = NULL, b = 'N' WHERE id = 3", // NULL and 'N' swap columns
+	})
+	r := run(t, small(1, 10), "ne.t").Tables[0]
+	wantCounts(t, r, verify.StatusDifferent, 0, 0, 3)
+	wantDiffs(t, r, "id=1: different", "id=2: different", "id=3: different")
+
+	// Each NULL-vs-empty change alone, in text, blob and binary columns.
+	for i, col := range []string{"c", "d"} {
+		db := fmt.Sprintf("ne%d", i)
+		setup(t, []string{
+			"CREATE DATABASE " + db,
+			"CREATE TABLE " + db + ".t (id INT PRIMARY KEY, c TEXT, d BLOB)",
+			"INSERT INTO " + db + ".t VALUES (1, NULL, NULL)",
+		}, nil, []string{"UPDATE " + db + ".t SET " + col + " = ''"})
+		r := run(t, small(1, 10), db+".t").Tables[0]
+		wantCounts(t, r, verify.StatusDifferent, 0, 0, 1)
+	}
+}
+
+func TestKeylessTableComparedAsMultiset(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE kl",
+		"CREATE TABLE kl.same (a INT, b VARCHAR(10))",
+		"INSERT INTO kl.same VALUES (1, 'x'), (1, 'x'), (2, NULL)",
+		"CREATE TABLE kl.t (a INT, b VARCHAR(10))",
+	}, []string{
+		// X, X, Y on the source and Y, Z, Z on the target: equal counts, and
+		// equal BIT_XOR checksums, since duplicates cancel under XOR.
+		"INSERT INTO kl.t VALUES (1, 'x'), (1, 'x'), (2, 'y')",
+	}, []string{
+		"INSERT INTO kl.t VALUES (2, 'y'), (3, 'z'), (3, 'z')",
+	})
+	rep := run(t, small(2, 10), "kl.same", "kl.t")
+	if r := rep.Tables[0]; !r.Equal() || r.SourceRows != 3 || r.KeyColumns != nil {
+		t.Fatalf("kl.same: %+v", r)
+	}
+	r := rep.Tables[1]
+	wantCounts(t, r, verify.StatusDifferent, 2, 2, 0)
+	if r.SourceRows != 3 || r.TargetRows != 3 || !strings.Contains(r.Detail, "no key") {
+		t.Fatalf("kl.t: %+v", r)
+	}
+
+	// Above the limit, the table is still reported different, without counts.
+	cfg := small(1, 10)
+	cfg.MaxKeylessRows = 2
+	r = run(t, cfg, "kl.t").Tables[0]
+	wantCounts(t, r, verify.StatusDifferent, 0, 0, 0)
+	if !strings.Contains(r.Detail, "max-keyless-rows") {
+		t.Fatalf("detail %q", r.Detail)
+	}
+}
+
+func TestTypesCompareByCanonicalValue(t *testing.T) {
+	cols := `id INT PRIMARY KEY, f FLOAT, d DOUBLE, m DECIMAL(20,6), dt DATETIME(6), ts TIMESTAMP(3) NULL, y YEAR,
+		bt BIT(10), e ENUM('a','b'), st SET('x','y'), j JSON, bl LONGBLOB, tx MEDIUMTEXT, g POINT, u BIGINT UNSIGNED`
+	rows := `INSERT INTO %s.t VALUES
+		(1, 3.14159, 1e300/3, 12345678901234.123456, '2024-02-29 23:59:59.999999', '2038-01-19 03:14:07.123', 2024,
+		 b'1010101010', 'b', 'x,y', '{"k": [1, 2]}', REPEAT(x'00ff', 1000), REPEAT('ü', 5000), POINT(1, 2), 18446744073709551615),
+		(2, -0.0001, -2.5e-300, 0, '1000-01-01', NULL, NULL, b'0', 'a', '', 'null', '', '', NULL, 0),
+		(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`
+	setup(t, []string{"CREATE DATABASE ty"}, []string{
+		"CREATE TABLE ty.t (" + cols + ") CHARSET utf8mb4",
+		fmt.Sprintf(rows, "ty"),
+	}, []string{
+		// The target stores text in another character set; the same
+		// characters still compare equal.
+		"CREATE TABLE ty.t (" + strings.ReplaceAll(cols, "MEDIUMTEXT", "MEDIUMTEXT CHARSET utf16") + ") CHARSET latin1",
+		fmt.Sprintf(rows, "ty"),
+		"CREATE TABLE ty.orig LIKE ty.t",
+		"INSERT INTO ty.orig SELECT * FROM ty.t",
+	})
+	if r := run(t, small(1, 2), "ty.t").Tables[0]; !r.Equal() {
+		t.Fatalf("same values: %+v", r)
+	}
+	for _, change := range []string{
+		"UPDATE ty.t SET bl = CONCAT(bl, x'00') WHERE id = 1",
+		"UPDATE ty.t SET f = 3.1416 WHERE id = 1",
+		"UPDATE ty.t SET ts = '2038-01-19 03:14:07.124' WHERE id = 1",
+		"UPDATE ty.t SET bt = b'1010101011' WHERE id = 1",
+		"UPDATE ty.t SET g = POINT(2, 1) WHERE id = 1",
+		"UPDATE ty.t SET tx = CONCAT(tx, 'a') WHERE id = 1",
+	} {
+		dst := sandboxtest.MustOpen(t, dstInst, "")
+		sandboxtest.MustExec(t, dst, change)
+		r := run(t, small(1, 2), "ty.t").Tables[0]
+		sandboxtest.MustExec(t, dst, "REPLACE INTO ty.t SELECT * FROM ty.orig WHERE id = 1")
+		if r.Status != verify.StatusDifferent || r.Different != 1 {
+			t.Fatalf("after %q: %+v", change, r)
+		}
+	}
+}
+
+func TestRoutesMissingTargetAndColumns(t *testing.T) {
+	setup(t, nil, []string{
+		"CREATE DATABASE rs",
+		"CREATE TABLE rs.users (id INT PRIMARY KEY, name VARCHAR(20))",
+		"INSERT INTO rs.users SELECT seq, CONCAT('u', seq) FROM rs.seq_1_to_100",
+		"CREATE TABLE rs.gone (id INT PRIMARY KEY)",
+		"INSERT INTO rs.gone VALUES (1), (2)",
+		"CREATE TABLE rs.cols (id INT PRIMARY KEY, a INT, b INT)",
+		"CREATE TABLE rs.gen (id INT PRIMARY KEY, a INT, g INT AS (a * 2) VIRTUAL)",
+		"INSERT INTO rs.gen (id, a) SELECT seq, seq FROM rs.seq_1_to_20",
+	}, []string{
+		"CREATE DATABASE rt",
+		"CREATE TABLE rt.people (id INT PRIMARY KEY, name VARCHAR(20))",
+		"INSERT INTO rt.people SELECT seq, CONCAT('u', seq) FROM rt.seq_1_to_100",
+		"UPDATE rt.people SET name = 'renamed' WHERE id = 7",
+		"CREATE TABLE rt.cols (id INT PRIMARY KEY, a INT, c INT)",
+		// A generated column is derived data: a different expression on the
+		// target does not make the stored rows differ.
+		"CREATE TABLE rt.gen (id INT PRIMARY KEY, a INT, g INT AS (a * 3) STORED)",
+		"INSERT INTO rt.gen (id, a) SELECT seq, seq FROM rt.seq_1_to_20",
+	})
+	cfg := small(2, 30)
+	cfg.Route = func(r sluice.TableRef) sluice.TableRef {
+		r.Schema = "rt"
+		if r.Name == "users" {
+			r.Name = "people"
+		}
+		return r
+	}
+	rep := run(t, cfg, "rs.users", "rs.gone", "rs.cols", "rs.gen")
+	users, gone, cols, gen := rep.Tables[0], rep.Tables[1], rep.Tables[2], rep.Tables[3]
+	if users.Target != (sluice.TableRef{Schema: "rt", Name: "people"}) {
+		t.Fatalf("route not applied: %v", users.Target)
+	}
+	wantCounts(t, users, verify.StatusDifferent, 0, 0, 1)
+	wantDiffs(t, users, "id=7: different")
+	if gone.Status != verify.StatusTargetMissing || gone.SourceRows != 2 || !strings.Contains(gone.Detail, "rt.gone") {
+		t.Fatalf("rs.gone: %+v", gone)
+	}
+	if cols.Status != verify.StatusColumnsDiffer || cols.Detail != "target lacks column(s) b; target has extra column(s) c" {
+		t.Fatalf("rs.cols: %+v", cols)
+	}
+	if !gen.Equal() || gen.SourceRows != 20 {
+		t.Fatalf("rs.gen: %+v", gen)
+	}
+	if err := rep.Err(); !errors.Is(err, sluice.ErrVerifyDifferent) || !strings.Contains(err.Error(), "3 of 4 tables") {
+		t.Fatalf("Err() = %v", err)
+	}
+}
+
+func TestUnknownSourceTableIsAnError(t *testing.T) {
+	_, err := runErr(t, small(1, 10), "nosuchdb.t")
+	if !errors.Is(err, sluice.ErrUnknownTable) {
+		t.Fatalf("err = %v, want ErrUnknownTable", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := verify.DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*verify.Config){
+		"threads":          func(c *verify.Config) { c.Threads = 0 },
+		"rows-per-chunk":   func(c *verify.Config) { c.RowsPerChunk = 0 },
+		"max-diffs":        func(c *verify.Config) { c.MaxDiffs = -1 },
+		"max-keyless-rows": func(c *verify.Config) { c.MaxKeylessRows = -1 },
+	} {
+		c := verify.DefaultConfig()
+		mutate(&c)
+		err := c.Validate()
+		if !errors.Is(err, sluice.ErrConfig) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: Validate() = %v", name, err)
+		}
+		if _, err := verify.Run(context.Background(), c, nil, nil, nil); !errors.Is(err, sluice.ErrConfig) {
+			t.Errorf("%s: Run() = %v", name, err)
+		}
+	}
+}
