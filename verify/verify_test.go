@@ -205,7 +205,7 @@ func TestNullEmptyAndValueBoundaries(t *testing.T) {
 		"CREATE TABLE ne.t (id INT PRIMARY KEY, a VARCHAR(10), b VARCHAR(10), c TEXT, d VARBINARY(10))",
 		"INSERT INTO ne.t VALUES (1, NULL, 'x', NULL, NULL), (2, 'a#', 'b', 'c', 'd'), (3, 'N', NULL, '', ''), (4, '', '', 'same', 'same')",
 	}, []string{}, []string{
-		"UPDATE ne.t SET a = '' WHERE id = 1",           // NULL -> ''
+		"UPDATE ne.t SET a = '' WHERE id = 1",            // NULL -> ''
 		"UPDATE ne.t SET a = 'a', b = '#b' WHERE id = 2", // same CONCAT_WS('#') text
 		"UPDATE ne.t SET a = NULL, b = 'N' WHERE id = 3", // NULL and 'N' swap columns
 	})
