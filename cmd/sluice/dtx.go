@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/dtx"
+	"github.com/sluice-db/sluice/dtx/boltstore"
+	"github.com/sluice-db/sluice/dtx/httpapi"
+	"github.com/sluice-db/sluice/dtx/mysqlstore"
+)
+
+func init() { register(newDtxCmd) }
+
+const defaultDtxListen = "127.0.0.1:36789"
+
+func newDtxCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dtx",
+		Short: "Distributed transactions: a dtm-compatible saga / TCC / 2-phase message coordinator",
+	}
+	cmd.AddCommand(newDtxServeCmd(), newDtxQueryCmd())
+	return cmd
+}
+
+func newDtxServeCmd() *cobra.Command {
+	cfg := dtx.DefaultConfig()
+	var listen, store, logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve dtm's HTTP protocol under /api/dtmsvr/",
+		Long: `serve runs the coordinator. Programs written against dtm's client point at
+http://LISTEN/api/dtmsvr and run unchanged. --store is bolt:///path/file.db
+(the default, no database needed) or mysql://user:password@host:port/db (the
+database is created if missing; several serve processes may share it).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", defaultDtxListen, "address to serve HTTP on")
+	f.StringVar(&store, "store", "bolt://"+defaultBoltPath(), "store URL: bolt:///path/file.db or mysql://user:password@host:port/db")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&cfg.Instance, "instance", cfg.Instance, "name of this coordinator in lease tokens and logs")
+	f.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "timeout of one branch call")
+	f.DurationVar(&cfg.RetryInterval, "retry-interval", cfg.RetryInterval, "first retry delay; doubles per failure")
+	f.DurationVar(&cfg.MaxBackoff, "max-backoff", cfg.MaxBackoff, "longest retry delay")
+	f.IntVar(&cfg.RetryLimit, "retry-limit", cfg.RetryLimit, "failed attempts before a branch is marked stuck (a saga action: rolled back)")
+	f.DurationVar(&cfg.TimeoutToFail, "timeout-to-fail", cfg.TimeoutToFail, "how long a TCC or message may stay prepared")
+	f.DurationVar(&cfg.Lease, "lease", cfg.Lease, "how long a coordinator's claim on a transaction lasts")
+	f.DurationVar(&cfg.PollInterval, "poll-interval", cfg.PollInterval, "how often recovery looks for due transactions")
+	f.IntVar(&cfg.ClaimBatch, "claim-batch", cfg.ClaimBatch, "transactions claimed by recovery at once")
+	f.IntVar(&cfg.MaxDrivers, "max-drivers", cfg.MaxDrivers, "transactions recovery drives at once")
+	f.DurationVar(&cfg.Retention, "retention", cfg.Retention, "how long finished transactions are kept (0: forever)")
+	f.DurationVar(&cfg.PurgeInterval, "purge-interval", cfg.PurgeInterval, "how often expired transactions are removed")
+	f.IntVar(&cfg.CommitBatch, "commit-batch", cfg.CommitBatch, "most state changes group-committed in one store transaction")
+	f.IntVar(&cfg.CommitWorkers, "commit-workers", 0, "store transactions in flight (0: 1 for bolt, 4 for mysql)")
+	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections")
+	return cmd
+}
+
+func defaultBoltPath() string {
+	return sluiceHomeFile("dtx.db")
+}
+
+func sluiceHomeFile(name string) string {
+	if d := os.Getenv("SLUICE_HOME"); d != "" {
+		return d + "/" + name
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return h + "/.sluice/" + name
+	}
+	return ".sluice/" + name
+}
+
+// openDtxStore opens the store a --store URL names.
+func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "%v", err)
+	}
+	switch u.Scheme {
+	case "bolt":
+		p := u.Path
+		if u.Host != "" { // bolt://relative/path
+			p = u.Host + p
+		}
+		if p == "" {
+			return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "give a file: bolt:///path/file.db", "no file in %q", raw)
+		}
+		s, err := boltstore.Open(p)
+		return s, "bolt", err
+	case "mysql":
+		cfg, err := mysqlstore.ParseURL(raw)
+		if err != nil {
+			return nil, "", err
+		}
+		s, err := mysqlstore.Open(ctx, cfg)
+		return s, "mysql", err
+	}
+	return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "unknown store scheme %q", u.Scheme)
+}
+
+func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel string) error {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+		return sluice.Errorf(sluice.ErrConfig, "dtx serve --log-level", "use debug, info, warn or error", "%v", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	store, kind, err := openDtxStore(ctx, storeURL)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if cfg.CommitWorkers == 0 {
+		cfg.CommitWorkers = 1
+		if kind == "mysql" {
+			cfg.CommitWorkers = 4
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	coord, err := dtx.New(cfg, store, reg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		coord.Close()
+		return &sluice.Error{Op: "dtx serve: listen on " + listen, Err: err, Hint: "pick a free address with --listen"}
+	}
+	if err := coord.Start(); err != nil {
+		ln.Close()
+		coord.Close()
+		return err
+	}
+	srv := &http.Server{Handler: httpapi.Handler(coord, reg), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("dtx: serving dtm's HTTP protocol", "listen", ln.Addr().String(), "store", kind, "instance", cfg.Instance)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	coord.Close()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func newDtxQueryCmd() *cobra.Command {
+	var server, store string
+	cmd := &cobra.Command{
+		Use:   "query GID",
+		Short: "Show a global transaction and its branches",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out, err := dtxQuery(cmd.Context(), server, store, args[0])
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&server, "server", "http://"+defaultDtxListen, "coordinator to ask")
+	cmd.Flags().StringVar(&store, "store", "", "read the store directly instead (bolt:// only while no server has it open, or mysql://)")
+	return cmd
+}
+
+// dtxQuery prints the same JSON as GET /api/dtmsvr/query.
+func dtxQuery(ctx context.Context, server, store, gid string) ([]byte, error) {
+	if store != "" {
+		s, _, err := openDtxStore(ctx, store)
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close()
+		g, bs, err := s.Get(ctx, gid)
+		if errors.Is(err, dtx.ErrNotFound) {
+			return nil, &sluice.Error{Op: "dtx query " + gid, Err: err, Hint: "check the gid"}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return json.MarshalIndent(map[string]any{"transaction": g, "branches": bs}, "", "  ")
+	}
+	u := strings.TrimRight(server, "/") + "/api/dtmsvr/query?gid=" + url.QueryEscape(gid)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, &sluice.Error{Op: "dtx query " + gid, Err: fmt.Errorf("%w: %v", sluice.ErrUnreachable, err), Hint: "start sluice dtx serve or pass --server"}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, &sluice.Error{Op: "dtx query " + gid, Err: fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body))), Hint: "check the gid and --server"}
+	}
+	var v struct {
+		Transaction json.RawMessage `json:"transaction"`
+		Branches    json.RawMessage `json:"branches"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, err
+	}
+	if string(v.Transaction) == "null" {
+		return nil, &sluice.Error{Op: "dtx query " + gid, Err: dtx.ErrNotFound, Hint: "check the gid"}
+	}
+	var pretty any
+	_ = json.Unmarshal(body, &pretty)
+	out, err := json.MarshalIndent(pretty, "", "  ")
+	return append(out, '\n'), err
+}

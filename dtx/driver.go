@@ -1,0 +1,319 @@
+package dtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// run is one attempt at driving one transaction, by the holder of its lease.
+// Every write it makes is fenced by the lease token, so a coordinator that
+// lost the lease cannot change the transaction any more.
+type run struct {
+	c        *Coordinator
+	g        *Global
+	branches []Branch
+	token    string
+	saved    string         // status as last stored
+	dirty    map[int]bool   // branch indexes changed since the last save
+	errs     map[int]string // last error per branch, for the stuck mark
+	progress bool           // some branch succeeded in this attempt
+}
+
+// driveNew drives a transaction this process just created or moved, either
+// before returning (wait) or in the background.
+func (c *Coordinator) driveNew(ctx context.Context, g *Global, branches []Branch, token string, wait bool) error {
+	r := &run{c: c, g: g.Clone(), branches: branches, token: token, saved: g.Status}
+	if !wait {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.drive(c.ctx, r)
+		}()
+		return nil
+	}
+	// The client may hang up; the transaction goes on regardless, and stops
+	// only with the coordinator.
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+	defer cancel()
+	err := c.drive(dctx, r)
+	if err != nil {
+		return err
+	}
+	switch r.g.Status {
+	case StatusSucceed:
+		return nil
+	case StatusFailed, StatusAborting:
+		if r.g.RollbackReason != "" {
+			return fmt.Errorf("%s: %w", r.g.RollbackReason, ErrFailure)
+		}
+		return fmt.Errorf("transaction %s: %w", r.g.Status, ErrFailure)
+	default:
+		if r.g.Stuck != "" {
+			return fmt.Errorf("stuck: %s: %w", r.g.Stuck, ErrFailure)
+		}
+		return fmt.Errorf("transaction %s is %s and will be retried: %w", r.g.Gid, r.g.Status, ErrOngoing)
+	}
+}
+
+// drive runs the transaction's state machine once.
+func (c *Coordinator) drive(ctx context.Context, r *run) error {
+	if _, busy := c.active.LoadOrStore(r.g.Gid, struct{}{}); busy {
+		return nil // the other driver in this process holds a newer lease
+	}
+	defer c.active.Delete(r.g.Gid)
+	r.dirty, r.errs = map[int]bool{}, map[int]string{}
+	var err error
+	switch r.g.TransType {
+	case TypeSaga:
+		err = r.saga(ctx)
+	case TypeTCC:
+		err = r.tcc(ctx)
+	case TypeMsg:
+		err = r.msg(ctx)
+	default:
+		err = fmt.Errorf("unknown trans_type %q", r.g.TransType)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		if errors.Is(err, ErrConflict) {
+			c.log.Info("dtx: transaction taken over", "gid", r.g.Gid, "reason", err)
+		} else {
+			c.log.Error("dtx: drive", "gid", r.g.Gid, "err", err)
+		}
+	}
+	return err
+}
+
+// save stores the transaction row and every changed branch in one mutation.
+func (r *run) save(ctx context.Context) error {
+	now := time.Now().UTC()
+	r.g.UpdateTime = now
+	m := &Mutation{Gid: r.g.Gid, Global: r.g.Clone(), IfStatus: []string{r.saved}, IfOwner: r.token}
+	for i := range r.dirty {
+		b := r.branches[i]
+		m.BranchUpdates = append(m.BranchUpdates, BranchUpdate{BranchID: b.BranchID, Op: b.Op, Status: b.Status, FinishTime: b.FinishTime})
+	}
+	if err := r.c.commit.do(ctx, m); err != nil {
+		return err
+	}
+	r.saved = r.g.Status
+	r.dirty = map[int]bool{}
+	return nil
+}
+
+// setStatus moves the transaction to status and stores it.
+func (r *run) setStatus(ctx context.Context, status, reason string) error {
+	r.g.Status = status
+	if reason != "" {
+		r.g.RollbackReason = reason
+	}
+	now := time.Now().UTC()
+	r.g.Retries = 0
+	if r.g.Finished() {
+		r.c.finish(r.g, now)
+		r.g.Owner = r.token
+	} else {
+		r.g.NextCronTime = now.Add(r.c.retryInterval(r.g))
+	}
+	if err := r.save(ctx); err != nil {
+		return err
+	}
+	if r.g.Finished() {
+		r.c.metrics.Transactions.WithLabelValues(r.g.TransType, r.g.Status).Inc()
+	}
+	return nil
+}
+
+// keepLease renews the lease when less than one request timeout plus a
+// margin is left, so that a slow transaction is never claimed by another
+// coordinator while this one is calling a branch.
+func (r *run) keepLease(ctx context.Context) error {
+	need := r.c.requestTimeout(r.g) + r.c.cfg.Lease/3
+	if time.Until(r.g.LeaseUntil) > need {
+		return nil
+	}
+	r.g.LeaseUntil = time.Now().UTC().Add(r.c.cfg.Lease + r.c.requestTimeout(r.g))
+	return r.save(ctx)
+}
+
+// retryLater stores the outcome of an attempt that did not finish: the
+// lease is released and recovery tries again after a backoff, unless the
+// retry limit is exceeded, when the branch is marked stuck and alerted.
+// ongoing means a branch asked to be asked again (no backoff, no count).
+func (r *run) retryLater(ctx context.Context, failed int, ongoing bool) error {
+	now := time.Now().UTC()
+	if r.progress {
+		r.g.Retries = 0
+	}
+	interval := r.c.retryInterval(r.g)
+	if !ongoing {
+		r.g.Retries++
+		for i := 1; i < r.g.Retries && interval < r.c.cfg.MaxBackoff; i++ {
+			interval *= 2
+		}
+		if interval > r.c.cfg.MaxBackoff {
+			interval = r.c.cfg.MaxBackoff
+		}
+	}
+	r.g.NextCronTime = now.Add(interval)
+	r.g.LeaseUntil = time.Time{}
+	if !ongoing && r.g.Retries > r.retryLimit() {
+		what, op := "query_prepared "+r.g.QueryPrepared, "query_prepared"
+		if failed >= 0 {
+			b := r.branches[failed]
+			what, op = fmt.Sprintf("branch %s %s %s", b.BranchID, b.Op, b.URL), b.Op
+		}
+		r.g.Stuck = fmt.Sprintf("%s failed %d times: %s", what, r.g.Retries, r.errs[failed])
+		r.g.NextCronTime = time.Time{}
+		r.c.metrics.Stuck.WithLabelValues(r.g.TransType, op).Inc()
+		r.c.log.Error("dtx: branch exceeded the retry limit; the transaction is stuck until reset",
+			"gid", r.g.Gid, "status", r.g.Status, "stuck", r.g.Stuck)
+	}
+	return r.save(ctx)
+}
+
+func (r *run) retryLimit() int {
+	if r.g.Options.RetryLimit > 0 {
+		return int(r.g.Options.RetryLimit)
+	}
+	return r.c.cfg.RetryLimit
+}
+
+// outcome of one branch call.
+type outcome struct {
+	idx    int
+	result string // ResultSuccess, ResultFailure, ResultOngoing or "" for an error
+	err    error
+}
+
+// callBranch calls branch i and records the result in memory; the caller saves.
+func (r *run) callBranch(ctx context.Context, i int) outcome {
+	b := r.branches[i]
+	res, err := r.c.callURL(ctx, r.g, b.URL, b.BranchID, b.Op, b.BinData)
+	return r.record(i, res, err)
+}
+
+// callURL makes a branch request the way dtm does and classifies the answer.
+func (c *Coordinator) callURL(ctx context.Context, g *Global, uri, branchID, op string, body []byte) (string, error) {
+	if uri == "" {
+		return ResultSuccess, nil
+	}
+	start := time.Now()
+	res, err := c.doCall(ctx, g, uri, branchID, op, body)
+	label := res
+	if label == "" {
+		label = "error"
+	}
+	c.metrics.Branch.WithLabelValues(g.TransType, op, label).Observe(time.Since(start).Seconds())
+	return res, err
+}
+
+func (c *Coordinator) doCall(ctx context.Context, g *Global, uri, branchID, op string, body []byte) (string, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "", err
+	}
+	q := u.Query()
+	q.Set("gid", g.Gid)
+	q.Set("trans_type", g.TransType)
+	q.Set("branch_id", branchID)
+	q.Set("op", op)
+	u.RawQuery = q.Encode()
+	method := http.MethodGet
+	var rd io.Reader
+	if len(body) > 0 {
+		method, rd = http.MethodPost, strings.NewReader(string(body))
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.requestTimeout(g))
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, method, u.String(), rd)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range g.Options.BranchHeaders {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	s := string(data)
+	switch {
+	case resp.StatusCode == http.StatusTooEarly || strings.Contains(s, ResultOngoing):
+		return ResultOngoing, nil
+	case resp.StatusCode == http.StatusConflict || strings.Contains(s, ResultFailure):
+		return ResultFailure, nil
+	case resp.StatusCode != http.StatusOK:
+		return "", fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(oneLine(s, 200)))
+	}
+	return ResultSuccess, nil
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
+}
+
+// runParallel calls the given branches concurrently and returns their outcomes.
+func (r *run) runParallel(ctx context.Context, idx []int) []outcome {
+	if len(idx) == 1 {
+		return []outcome{r.callBranch(ctx, idx[0])}
+	}
+	// callBranch writes to the run's maps: calls run concurrently, results
+	// are recorded one at a time.
+	type raw struct {
+		i   int
+		res string
+		err error
+	}
+	ch := make(chan raw, len(idx))
+	for _, i := range idx {
+		b := r.branches[i]
+		go func(i int, b Branch) {
+			res, err := r.c.callURL(ctx, r.g, b.URL, b.BranchID, b.Op, b.BinData)
+			ch <- raw{i, res, err}
+		}(i, b)
+	}
+	out := make([]outcome, 0, len(idx))
+	for range idx {
+		x := <-ch
+		out = append(out, r.record(x.i, x.res, x.err))
+	}
+	return out
+}
+
+// record applies one call result to the run: SUCCESS (and FAILURE for a
+// saga action) changes the branch, anything else is an error to retry.
+func (r *run) record(i int, res string, err error) outcome {
+	b := &r.branches[i]
+	o := outcome{idx: i, result: res, err: err}
+	switch {
+	case res == ResultSuccess:
+		b.Status, b.FinishTime = StatusSucceed, time.Now().UTC()
+		r.dirty[i], r.progress = true, true
+	case res == ResultFailure && r.g.TransType == TypeSaga && b.Op == OpAction:
+		b.Status, b.FinishTime = StatusFailed, time.Now().UTC()
+		r.dirty[i] = true
+	default:
+		if err == nil {
+			err = fmt.Errorf("branch returned %s", res)
+			o.err = err
+		}
+		r.errs[i] = err.Error()
+		r.c.metrics.Retries.WithLabelValues(r.g.TransType, b.Op).Inc()
+	}
+	return o
+}

@@ -1,0 +1,44 @@
+package dtx
+
+import (
+	"context"
+	"fmt"
+)
+
+// tcc drives a TCC transaction: confirms (when submitted) or cancels (when
+// aborting, or prepared past its timeout) every registered branch, last
+// registered first.
+func (r *run) tcc(ctx context.Context) error {
+	if r.g.Status == StatusPrepared {
+		// Recovery claims a prepared TCC only once its timeout passed.
+		if err := r.setStatus(ctx, StatusAborting, fmt.Sprintf("Timeout after %v", r.c.timeoutToFail(r.g))); err != nil {
+			return err
+		}
+		// No branch can be registered any more: read the final list.
+		_, branches, err := r.c.store.Get(ctx, r.g.Gid)
+		if err != nil {
+			return err
+		}
+		r.branches = branches
+	}
+	op, final := OpConfirm, StatusSucceed
+	switch r.g.Status {
+	case StatusSubmitted:
+	case StatusAborting:
+		op, final = OpCancel, StatusFailed
+	default:
+		return nil
+	}
+	for i := len(r.branches) - 1; i >= 0; i-- {
+		if r.branches[i].Op != op || r.branches[i].Status != StatusPrepared {
+			continue
+		}
+		if err := r.keepLease(ctx); err != nil {
+			return err
+		}
+		if o := r.callBranch(ctx, i); o.result != ResultSuccess {
+			return r.retryLater(ctx, i, o.result == ResultOngoing)
+		}
+	}
+	return r.setStatus(ctx, final, "")
+}
