@@ -1,0 +1,277 @@
+package binlog_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/binlog"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+	"github.com/sluice-db/sluice/sandbox"
+)
+
+var src *sandbox.Instance
+
+func TestMain(m *testing.M) {
+	inst, stop, err := sandboxtest.New("src")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	src = inst
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+func config(inst *sandbox.Instance) binlog.Config {
+	c := binlog.DefaultConfig(inst.Endpoint())
+	c.Flavor = "mariadb"
+	c.Heartbeat = 200 * time.Millisecond
+	c.MinBackoff = 50 * time.Millisecond
+	c.MaxBackoff = 500 * time.Millisecond
+	return c
+}
+
+func masterStatus(t *testing.T, db *sql.DB) sluice.Position {
+	t.Helper()
+	var p sluice.Position
+	var a, b any
+	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &a, &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&p.GTIDSet); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheckRefusesUnsupportedSettings(t *testing.T) {
+	db := sandboxtest.MustOpen(t, src, "")
+	ctx := context.Background()
+	info, err := binlog.Check(ctx, config(src))
+	if err != nil {
+		t.Fatalf("check on a good source: %v", err)
+	}
+	if info.Flavor != "mariadb" || len(info.Files) == 0 {
+		t.Fatalf("info = %+v", info)
+	}
+	cfg := config(src)
+	cfg.Flavor = ""
+	if info, err := binlog.Check(ctx, cfg); err != nil || info.Flavor != "mariadb" {
+		t.Fatalf("flavor detection: %+v %v", info, err)
+	}
+	for _, c := range []struct{ set, reset, want string }{
+		{"SET GLOBAL binlog_format='STATEMENT'", "SET GLOBAL binlog_format='ROW'", "binlog_format"},
+		{"SET GLOBAL binlog_format='MIXED'", "SET GLOBAL binlog_format='ROW'", "binlog_format"},
+		{"SET GLOBAL binlog_row_image='MINIMAL'", "SET GLOBAL binlog_row_image='FULL'", "binlog_row_image"},
+		{"SET GLOBAL binlog_row_image='NOBLOB'", "SET GLOBAL binlog_row_image='FULL'", "binlog_row_image"},
+	} {
+		sandboxtest.MustExec(t, db, c.set)
+		_, err := binlog.Check(ctx, config(src))
+		sandboxtest.MustExec(t, db, c.reset)
+		var se *sluice.Error
+		if !errors.Is(err, sluice.ErrBinlogFormat) || !errors.As(err, &se) || se.Hint == "" {
+			t.Fatalf("%s: want ErrBinlogFormat with a hint, got %v", c.set, err)
+		}
+		if !contains(err.Error(), c.want) || !contains(err.Error(), "SET GLOBAL") {
+			t.Fatalf("%s: message does not name the setting and the fix: %v", c.set, err)
+		}
+	}
+}
+
+func TestCheckRefusesMissingPrivilege(t *testing.T) {
+	db := sandboxtest.MustOpen(t, src, "")
+	sandboxtest.MustExec(t, db, "CREATE USER IF NOT EXISTS 'norepl'@'127.0.0.1' IDENTIFIED BY 'pw'",
+		"GRANT SELECT ON *.* TO 'norepl'@'127.0.0.1'")
+	cfg := config(src)
+	cfg.Source.User, cfg.Source.Password = "norepl", "pw"
+	_, err := binlog.Check(context.Background(), cfg)
+	if !errors.Is(err, sluice.ErrPrivilege) || !contains(err.Error(), "GRANT REPLICATION SLAVE") {
+		t.Fatalf("want ErrPrivilege naming the grant, got %v", err)
+	}
+	// The repl user the sandbox creates has what sluice needs.
+	cfg.Source.User, cfg.Source.Password = "repl", "repl"
+	if _, err := binlog.Check(context.Background(), cfg); err != nil {
+		t.Fatalf("repl user: %v", err)
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0) }
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+// collect reads events until the reader has passed until (file, pos).
+func collect(t *testing.T, r *binlog.Reader, until sluice.Position) []*replication.BinlogEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var evs []*replication.BinlogEvent
+	var at sluice.Position
+	for {
+		if at.File > until.File || (at.File == until.File && at.Pos >= until.Pos) {
+			return evs
+		}
+		ev, err := r.GetEvent(ctx)
+		if err != nil {
+			t.Fatalf("after %d events at %s: %v", len(evs), at, err)
+		}
+		if re, ok := ev.Event.(*replication.RotateEvent); ok {
+			at = sluice.Position{File: string(re.NextLogName), Pos: uint32(re.Position)}
+		} else if ev.Header.LogPos > 0 && ev.Header.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 {
+			at.Pos = ev.Header.LogPos
+		}
+		evs = append(evs, ev)
+	}
+}
+
+func TestReaderStreamsAndResolvesGTID(t *testing.T) {
+	db := sandboxtest.MustOpen(t, src, "")
+	sandboxtest.MustExec(t, db, "CREATE DATABASE IF NOT EXISTS s1", "CREATE TABLE s1.t (id int primary key, v varchar(20))",
+		"INSERT INTO s1.t VALUES (1,'a')")
+	mid := masterStatus(t, db)
+	sandboxtest.MustExec(t, db, "INSERT INTO s1.t VALUES (2,'b')", "FLUSH BINARY LOGS", "INSERT INTO s1.t VALUES (3,'c')")
+	end := masterStatus(t, db)
+
+	pos, err := binlog.ResolveGTID(context.Background(), config(src), mid.GTIDSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos.File != mid.File || pos.Pos != mid.Pos {
+		t.Fatalf("ResolveGTID(%s) = %s, want %s:%d", mid.GTIDSet, pos, mid.File, mid.Pos)
+	}
+	// At the very end, the resolved position is the end of the binlog.
+	if pos, err := binlog.ResolveGTID(context.Background(), config(src), end.GTIDSet); err != nil || pos.File != end.File || pos.Pos != end.Pos {
+		t.Fatalf("ResolveGTID(end) = %v, %v; want %s:%d", pos, err, end.File, end.Pos)
+	}
+
+	r, err := binlog.NewReader(config(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Start(context.Background(), sluice.Position{File: mid.File, Pos: mid.Pos}); err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, r, end)
+	rows := 0
+	for _, ev := range evs {
+		if ev.Header.EventType == replication.WRITE_ROWS_EVENTv1 {
+			rows++
+		}
+		if len(ev.RawData) != int(ev.Header.EventSize) {
+			t.Fatalf("raw data of %s is %d bytes, header says %d", ev.Header.EventType, len(ev.RawData), ev.Header.EventSize)
+		}
+	}
+	if rows != 2 {
+		t.Fatalf("saw %d row events after %s, want 2 (rows 2 and 3)", rows, mid)
+	}
+}
+
+func TestReaderReconnectsAfterKillAndRestart(t *testing.T) {
+	inst := sandboxtest.Start(t, "rsrc")
+	db := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, db, "CREATE DATABASE r", "CREATE TABLE r.t (id int primary key)")
+	start := masterStatus(t, db)
+	r, err := binlog.NewReader(config(inst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Start(context.Background(), sluice.Position{File: start.File, Pos: start.Pos}); err != nil {
+		t.Fatal(err)
+	}
+	countRows := func(evs []*replication.BinlogEvent) int {
+		n := 0
+		for _, ev := range evs {
+			if ev.Header.EventType == replication.WRITE_ROWS_EVENTv1 {
+				n++
+			}
+		}
+		return n
+	}
+	sandboxtest.MustExec(t, db, "INSERT INTO r.t VALUES (1)")
+	got := countRows(collect(t, r, masterStatus(t, db)))
+
+	// Kill the dump thread: the reader must reconnect and continue.
+	var id int64
+	if err := db.QueryRow("SELECT id FROM information_schema.processlist WHERE command LIKE 'Binlog Dump%'").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.MustExec(t, db, fmt.Sprintf("KILL %d", id), "INSERT INTO r.t VALUES (2)", "INSERT INTO r.t VALUES (3)")
+	got += countRows(collect(t, r, masterStatus(t, db)))
+
+	// Restart the server: a new binlog file; the reader follows.
+	if err := inst.Stop(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c := sandbox.DefaultConfig()
+	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(inst.Home), inst.Name, inst.Port, "128M"
+	if _, err := sandbox.Up(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	db2 := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, db2, "INSERT INTO r.t VALUES (4)")
+	got += countRows(collect(t, r, masterStatus(t, db2)))
+	if got != 4 {
+		t.Fatalf("saw %d row events across a kill and a restart, want 4", got)
+	}
+	if n, _ := r.Reconnects(); n < 2 {
+		t.Fatalf("reconnects = %d, want at least 2", n)
+	}
+}
+
+func TestPurgedPositionIsRefused(t *testing.T) {
+	inst := sandboxtest.Start(t, "psrc")
+	db := sandboxtest.MustOpen(t, inst, "")
+	first := masterStatus(t, db)
+	sandboxtest.MustExec(t, db, "CREATE DATABASE p", "FLUSH BINARY LOGS", "CREATE TABLE p.t (id int primary key)", "FLUSH BINARY LOGS")
+	now := masterStatus(t, db)
+	sandboxtest.MustExec(t, db, "PURGE BINARY LOGS TO '"+now.File+"'")
+
+	info, err := binlog.Check(context.Background(), config(inst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := binlog.CheckPosition(info, sluice.Position{File: first.File, Pos: 4}, inst.Endpoint()); !errors.Is(err, sluice.ErrBinlogPurged) {
+		t.Fatalf("CheckPosition on a purged file: %v", err)
+	}
+	if err := binlog.CheckPosition(info, now, inst.Endpoint()); err != nil {
+		t.Fatalf("CheckPosition on the current file: %v", err)
+	}
+	r, err := binlog.NewReader(config(inst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	err = r.Start(context.Background(), sluice.Position{File: first.File, Pos: 4})
+	if err == nil {
+		_, err = r.GetEvent(context.Background())
+	}
+	if !errors.Is(err, sluice.ErrBinlogPurged) {
+		t.Fatalf("reading a purged file: want ErrBinlogPurged, got %v", err)
+	}
+	// A GTID set from before the purge is refused as well.
+	_, err = binlog.ResolveGTID(context.Background(), config(inst), first.GTIDSet+"0-"+fmt.Sprint(inst.ServerID)+"-1")
+	if first.GTIDSet == "" {
+		_, err = binlog.ResolveGTID(context.Background(), config(inst), "0-"+fmt.Sprint(inst.ServerID)+"-1")
+	}
+	if !errors.Is(err, sluice.ErrBinlogPurged) {
+		t.Fatalf("resolving a purged GTID set: want ErrBinlogPurged, got %v", err)
+	}
+}

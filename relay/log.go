@@ -1,0 +1,467 @@
+// Package relay stores a source's binlog on local disk and tails it.
+//
+// Relay files are byte-identical copies of the source's binlog files: same
+// names, same offsets, same bytes (the one exception is the format
+// description event a server resends with log_pos 0 when a dump starts
+// mid-file; the relay stores it with the log_pos it has in the source file).
+// A position therefore means the same thing in the source and in the relay,
+// the relay can be served to replicas as it is, and mariadb-binlog reads the
+// files directly. An index file, relay.index, lists the files in order.
+//
+// The writer appends events as they arrive and publishes them in whole
+// transactions: readers never see a partial transaction, so a torn tail
+// after a crash (which Open truncates) was never read by anyone.
+package relay
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-db/sluice"
+)
+
+// SyncPolicy says when relay files are fsynced.
+type SyncPolicy string
+
+const (
+	// SyncCommit fsyncs before transactions become visible to readers
+	// (grouped: one fsync covers every transaction that arrived meanwhile).
+	SyncCommit SyncPolicy = "commit"
+	// SyncInterval fsyncs at most every Config.SyncInterval.
+	SyncInterval SyncPolicy = "interval"
+	// SyncNone leaves flushing to the operating system.
+	SyncNone SyncPolicy = "none"
+)
+
+// IndexName is the index file inside the relay directory.
+const IndexName = "relay.index"
+
+// Config configures a relay log.
+type Config struct {
+	Dir          string
+	Sync         SyncPolicy
+	SyncInterval time.Duration
+	// FlushInterval bounds how long written events wait before readers see
+	// them while the source keeps sending.
+	FlushInterval time.Duration
+	// FlushBytes publishes after this many buffered bytes.
+	FlushBytes int
+	// Retain is how long a file that every reader has passed is kept.
+	Retain time.Duration
+	// Flavor is "mariadb" or "mysql": how GTIDs are read.
+	Flavor string
+}
+
+// DefaultConfig returns the defaults for a relay in dir.
+func DefaultConfig(dir string) Config {
+	return Config{Dir: dir, Sync: SyncInterval, SyncInterval: time.Second, FlushInterval: 20 * time.Millisecond,
+		FlushBytes: 4 << 20, Retain: 24 * time.Hour, Flavor: "mariadb"}
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	bad := func(msg, hint string) error {
+		return &sluice.Error{Op: "relay log", Err: fmt.Errorf("%w: %s", sluice.ErrConfig, msg), Hint: hint}
+	}
+	if c.Dir == "" {
+		return bad("empty directory", "set the task's dir")
+	}
+	switch c.Sync {
+	case SyncCommit, SyncInterval, SyncNone:
+	default:
+		return bad(fmt.Sprintf("relay-sync %q", c.Sync), "use commit, interval or none")
+	}
+	if c.Sync == SyncInterval && c.SyncInterval <= 0 {
+		return bad("sync interval must be positive", "set a positive sync interval")
+	}
+	if c.FlushInterval <= 0 || c.FlushBytes <= 0 {
+		return bad("flush interval and bytes must be positive", "use DefaultConfig")
+	}
+	if c.Retain < 0 {
+		return bad("relay-retain is negative", "use a duration such as 24h")
+	}
+	switch c.Flavor {
+	case "mariadb", "mysql":
+	default:
+		return bad(fmt.Sprintf("flavor %q", c.Flavor), "use mariadb or mysql")
+	}
+	return nil
+}
+
+type fileState struct {
+	name string
+	size int64 // published size: every byte below it belongs to complete transactions
+	done bool  // the writer has moved on; size is final
+}
+
+// Log is one relay directory. Writer and readers of the same Log share its
+// published state; a Log opened without a writer serves what is on disk.
+type Log struct {
+	cfg Config
+
+	mu      sync.Mutex
+	files   []fileState
+	changed chan struct{} // closed and replaced on every publish
+	writer  bool
+	closed  bool
+	applied sluice.Position
+	purged  time.Time
+}
+
+// Open opens (creating if needed) the relay in cfg.Dir. It truncates a torn
+// tail of the last file back to its last transaction boundary, so writing
+// resumes exactly where complete data ends.
+func Open(cfg Config) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	l := &Log{cfg: cfg, changed: make(chan struct{})}
+	names, err := readIndex(filepath.Join(cfg.Dir, IndexName))
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range names {
+		st, err := os.Stat(filepath.Join(cfg.Dir, n))
+		if err != nil {
+			return nil, fmt.Errorf("relay: file %s listed in %s: %w", n, IndexName, err)
+		}
+		size := st.Size()
+		if i == len(names)-1 {
+			if size, err = recoverTail(filepath.Join(cfg.Dir, n)); err != nil {
+				return nil, err
+			}
+		}
+		l.files = append(l.files, fileState{name: n, size: size, done: i < len(names)-1})
+	}
+	return l, nil
+}
+
+// End is the position after the last complete transaction in the relay;
+// zero when the relay is empty.
+func (l *Log) End() sluice.Position {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.files) == 0 {
+		return sluice.Position{}
+	}
+	f := l.files[len(l.files)-1]
+	return sluice.Position{File: f.name, Pos: uint32(f.size), Flavor: l.cfg.Flavor}
+}
+
+// Files lists the relay's files in order.
+func (l *Log) Files() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, len(l.files))
+	for i, f := range l.files {
+		out[i] = f.name
+	}
+	return out
+}
+
+// Has reports whether pos lies inside the relay's published data.
+func (l *Log) Has(pos sluice.Position) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.files {
+		if f.name == pos.File {
+			return int64(pos.Pos) <= f.size
+		}
+	}
+	return false
+}
+
+// Dir is the relay directory.
+func (l *Log) Dir() string { return l.cfg.Dir }
+
+// Reset removes every relay file, for a start from a position the relay
+// does not hold. It fails while a writer is open.
+func (l *Log) Reset() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.writer {
+		return errors.New("relay: reset while a writer is open")
+	}
+	for _, f := range l.files {
+		if err := os.Remove(filepath.Join(l.cfg.Dir, f.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("relay: reset: %w", err)
+		}
+	}
+	l.files = nil
+	return writeIndex(l.cfg.Dir, nil)
+}
+
+// Close wakes every waiting reader; they return ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.closed = true
+		close(l.changed)
+	}
+	return nil
+}
+
+// ErrClosed is returned by readers of a closed Log.
+var ErrClosed = errors.New("relay: closed")
+
+// publish makes the last file's data up to size visible; with next, the
+// last file is finished and next starts.
+func (l *Log) publish(name string, size int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.files); n > 0 && l.files[n-1].name == name && l.files[n-1].size != size {
+		l.files[n-1].size = size
+		l.notifyLocked()
+	}
+}
+
+func (l *Log) notifyLocked() {
+	if !l.closed {
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+}
+
+// addFile appends a new, empty (magic only) file to the index.
+func (l *Log) addFile(name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := make([]string, 0, len(l.files)+1)
+	for i := range l.files {
+		l.files[i].done = true
+		names = append(names, l.files[i].name)
+	}
+	names = append(names, name)
+	if err := writeIndex(l.cfg.Dir, names); err != nil {
+		return err
+	}
+	l.files = append(l.files, fileState{name: name, size: int64(len(magic))})
+	l.notifyLocked()
+	return nil
+}
+
+// limit tells a reader of file name how far it may read, whether the file
+// is finished, the next file, and the channel that is closed on change.
+func (l *Log) limit(name string) (size int64, done bool, next string, ok bool, changed <-chan struct{}, closed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, f := range l.files {
+		if f.name == name {
+			if i+1 < len(l.files) {
+				next = l.files[i+1].name
+			}
+			return f.size, f.done, next, true, l.changed, l.closed
+		}
+	}
+	return 0, false, "", false, l.changed, l.closed
+}
+
+// SetApplied records how far the applier has durably applied; files before
+// it become candidates for purging once older than Retain.
+func (l *Log) SetApplied(pos sluice.Position) {
+	l.mu.Lock()
+	l.applied = pos
+	l.mu.Unlock()
+}
+
+// Purge removes files that lie wholly before the applied position and whose
+// modification time is older than Retain. It returns the removed names.
+func (l *Log) Purge(now time.Time) ([]string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.purged = now
+	if l.applied.File == "" {
+		return nil, nil
+	}
+	cut := -1
+	for i, f := range l.files {
+		if f.name == l.applied.File {
+			cut = i
+			break
+		}
+	}
+	var removed []string
+	keep := 0
+	for i := 0; i < cut; i++ {
+		p := filepath.Join(l.cfg.Dir, l.files[i].name)
+		st, err := os.Stat(p)
+		if err == nil && now.Sub(st.ModTime()) < l.cfg.Retain {
+			break // files are in order: later ones are younger
+		}
+		keep = i + 1
+		removed = append(removed, l.files[i].name)
+	}
+	if keep == 0 {
+		return nil, nil
+	}
+	rest := l.files[keep:]
+	names := make([]string, len(rest))
+	for i, f := range rest {
+		names[i] = f.name
+	}
+	// Index first: a crash between the two leaves stray files, never an
+	// index naming missing ones.
+	if err := writeIndex(l.cfg.Dir, names); err != nil {
+		return nil, err
+	}
+	l.files = append([]fileState(nil), rest...)
+	for _, n := range removed {
+		if err := os.Remove(filepath.Join(l.cfg.Dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, fmt.Errorf("relay: purge %s: %w", n, err)
+		}
+	}
+	return removed, nil
+}
+
+func (l *Log) lastPurge() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.purged
+}
+
+func readIndex(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("relay: read index: %w", err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			names = append(names, filepath.Base(line))
+		}
+	}
+	return names, nil
+}
+
+// writeIndex replaces the index atomically (temp file, fsync, rename).
+func writeIndex(dir string, names []string) error {
+	tmp := filepath.Join(dir, IndexName+".tmp")
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n)
+		b.WriteByte('\n')
+	}
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("relay: write index: %w", err)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return fmt.Errorf("relay: write index: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("relay: write index: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("relay: write index: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, IndexName)); err != nil {
+		return fmt.Errorf("relay: write index: %w", err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// recoverTail scans a file and truncates it after its last complete
+// transaction. It returns the resulting size.
+func recoverTail(path string) (int64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, fmt.Errorf("relay: recover: %w", err)
+	}
+	defer f.Close()
+	good := int64(0)
+	head := make([]byte, len(magic))
+	if _, err := io.ReadFull(f, head); err == nil && string(head) == string(magic) {
+		good = int64(len(magic))
+		var groups groupTracker
+		checksum := false
+		off := good
+		err := scanEvents(bufio.NewReaderSize(f, 1<<20), func(h header, raw []byte) error {
+			off += int64(h.Size)
+			if h.Type == fdeType {
+				checksum = fdeChecksum(raw)
+			}
+			if groups.step(h, raw, checksum) {
+				good = off
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errBadEvent) {
+			return 0, fmt.Errorf("relay: recover %s: %w", path, err)
+		}
+	}
+	if good < int64(len(magic)) {
+		if err := f.Truncate(0); err != nil {
+			return 0, fmt.Errorf("relay: recover: %w", err)
+		}
+		if _, err := f.WriteAt(magic, 0); err != nil {
+			return 0, fmt.Errorf("relay: recover: %w", err)
+		}
+		good = int64(len(magic))
+	} else if err := f.Truncate(good); err != nil {
+		return 0, fmt.Errorf("relay: recover: %w", err)
+	}
+	return good, f.Sync()
+}
+
+var errBadEvent = errors.New("relay: malformed event")
+
+// scanEvents reads whole events until EOF. A partial event at the end is
+// io.ErrUnexpectedEOF.
+func scanEvents(r *bufio.Reader, fn func(h header, raw []byte) error) error {
+	for {
+		hb, err := r.Peek(headerSize)
+		if err == io.EOF && len(hb) == 0 {
+			return nil
+		}
+		if err != nil {
+			return io.ErrUnexpectedEOF
+		}
+		h, err := parseHeader(hb)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errBadEvent, err)
+		}
+		raw := make([]byte, h.Size)
+		if _, err := io.ReadFull(r, raw); err != nil {
+			return io.ErrUnexpectedEOF
+		}
+		if err := fn(h, raw); err != nil {
+			return err
+		}
+	}
+}
+
+// waitChange blocks until ch is closed or ctx ends.
+func waitChange(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,224 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice"
+)
+
+// EventSource is what the decoder consumes: events in source order, each
+// with the source position just after it. Position.GTIDSet is the set of
+// transactions complete at that position (it changes at commit events).
+// Next blocks until an event is available or ctx ends.
+type EventSource interface {
+	Next(ctx context.Context) (*replication.BinlogEvent, sluice.Position, error)
+}
+
+// RawEvent is one event as stored, with the position after it.
+type RawEvent struct {
+	Data []byte // header, body and checksum; owned by the caller
+	Type replication.EventType
+	// Timestamp is the source's event time (unix seconds).
+	Timestamp uint32
+	Pos       sluice.Position
+	// Boundary is true when the event ends a transaction (or stands alone):
+	// Pos is a point where a consumer may stop and resume.
+	Boundary bool
+}
+
+// Reader tails the relay from a position: it follows rotations, waits for
+// the writer, and only ever returns events of complete transactions. A
+// Reader is not safe for concurrent use.
+type Reader struct {
+	l      *Log
+	parser *replication.BinlogParser
+
+	name     string
+	f        *os.File
+	br       *bufio.Reader
+	off      int64
+	limit    int64 // cached published size of the current file
+	checksum bool
+	groups   groupTracker
+	gtids    *gtidTracker
+}
+
+// NewReader starts reading at start. start.File empty means the first file
+// of the relay. start.Pos must be a transaction boundary (an applied
+// position is). When start.GTIDSet is empty and start is inside a file, the
+// reader scans the file's head to learn the GTID set at start.
+// parser may be nil for a default one (flavor set, decimals as
+// decimal.Decimal, TIMESTAMP strings in UTC).
+func (l *Log) NewReader(start sluice.Position, parser *replication.BinlogParser) (*Reader, error) {
+	if parser == nil {
+		parser = replication.NewBinlogParser()
+		parser.SetFlavor(l.cfg.Flavor)
+		parser.SetUseDecimal(true)
+		parser.SetTimestampStringLocation(time.UTC)
+	}
+	gt, err := newGTIDTracker(l.cfg.Flavor, start.GTIDSet)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{l: l, parser: parser, gtids: gt}
+	name := start.File
+	if name == "" {
+		files := l.Files()
+		if len(files) == 0 {
+			return nil, errors.New("relay: empty; give a start position")
+		}
+		name = files[0]
+	}
+	if _, _, _, ok, _, _ := l.limit(name); !ok {
+		return nil, &sluice.Error{Op: "read relay log", Err: fmt.Errorf("%w: relay file %s is not in %s", sluice.ErrBinlogPurged, name, l.cfg.Dir),
+			Hint: "the relay no longer holds this position; restart so sluice fetches it from the source again"}
+	}
+	if err := r.openFile(name); err != nil {
+		return nil, err
+	}
+	if start.Pos > uint32(len(magic)) {
+		scan := start.GTIDSet == ""
+		for r.off < int64(start.Pos) {
+			ev, err := r.readRaw(context.Background())
+			if err != nil {
+				r.Close()
+				return nil, fmt.Errorf("relay: seek to %s: %w", start, err)
+			}
+			if ev.Type == fdeType {
+				if _, err := r.parser.Parse(ev.Data); err != nil {
+					r.Close()
+					return nil, fmt.Errorf("relay: parse FDE of %s: %w", name, err)
+				}
+			}
+			if !scan && ev.Type == fdeType {
+				// The FDE is all the parser needs; skip straight to start.
+				if _, err := r.f.Seek(int64(start.Pos), io.SeekStart); err != nil {
+					r.Close()
+					return nil, fmt.Errorf("relay: %w", err)
+				}
+				r.br.Reset(r.f)
+				r.off = int64(start.Pos)
+				break
+			}
+		}
+		if r.off != int64(start.Pos) {
+			r.Close()
+			return nil, fmt.Errorf("relay: %s is not an event boundary in the relay", start)
+		}
+	}
+	return r, nil
+}
+
+func (r *Reader) openFile(name string) error {
+	f, err := os.Open(filepath.Join(r.l.cfg.Dir, name))
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	head := make([]byte, len(magic))
+	if _, err := io.ReadFull(f, head); err != nil || string(head) != string(magic) {
+		f.Close()
+		return fmt.Errorf("relay: %s is not a binlog file", name)
+	}
+	if r.f != nil {
+		r.f.Close()
+	}
+	r.name, r.f, r.off, r.limit = name, f, int64(len(magic)), 0
+	if r.br == nil {
+		r.br = bufio.NewReaderSize(f, 1<<20)
+	} else {
+		r.br.Reset(f)
+	}
+	r.groups = groupTracker{}
+	return nil
+}
+
+// NextRaw returns the next event without decoding it.
+func (r *Reader) NextRaw(ctx context.Context) (RawEvent, error) {
+	return r.readRaw(ctx)
+}
+
+// Next returns the next event decoded by the reader's parser, with the
+// position after it. It implements EventSource.
+func (r *Reader) Next(ctx context.Context) (*replication.BinlogEvent, sluice.Position, error) {
+	ev, err := r.readRaw(ctx)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	be, err := r.parser.Parse(ev.Data)
+	if err != nil {
+		return nil, ev.Pos, fmt.Errorf("relay: decode %s event ending at %s: %w", ev.Type, ev.Pos, err)
+	}
+	return be, ev.Pos, nil
+}
+
+func (r *Reader) readRaw(ctx context.Context) (RawEvent, error) {
+	for r.off >= r.limit {
+		size, done, next, ok, changed, closed := r.l.limit(r.name)
+		if !ok {
+			return RawEvent{}, fmt.Errorf("relay: %s was purged while being read", r.name)
+		}
+		r.limit = size
+		if r.off < r.limit {
+			break
+		}
+		if done && next != "" {
+			if err := r.openFile(next); err != nil {
+				return RawEvent{}, err
+			}
+			continue
+		}
+		if closed {
+			return RawEvent{}, ErrClosed
+		}
+		if err := waitChange(ctx, changed); err != nil {
+			return RawEvent{}, err
+		}
+	}
+	hb, err := r.br.Peek(headerSize)
+	if err != nil {
+		return RawEvent{}, fmt.Errorf("relay: read %s at %d: %w", r.name, r.off, err)
+	}
+	h, err := parseHeader(hb)
+	if err != nil {
+		return RawEvent{}, fmt.Errorf("relay: %s at %d: %w", r.name, r.off, err)
+	}
+	if r.off+int64(h.Size) > r.limit {
+		return RawEvent{}, fmt.Errorf("relay: %s at %d: event of %d bytes crosses the published end %d", r.name, r.off, h.Size, r.limit)
+	}
+	raw := make([]byte, h.Size)
+	if _, err := io.ReadFull(r.br, raw); err != nil {
+		return RawEvent{}, fmt.Errorf("relay: read %s at %d: %w", r.name, r.off, err)
+	}
+	r.off += int64(h.Size)
+	if h.Type == fdeType {
+		r.checksum = fdeChecksum(raw)
+	}
+	b := r.groups.step(h, raw, r.checksum)
+	r.gtids.onEvent(h, raw, r.checksum, b)
+	return RawEvent{Data: raw, Type: h.Type, Timestamp: h.Timestamp, Boundary: b,
+		Pos: sluice.Position{File: r.name, Pos: uint32(r.off), GTIDSet: r.gtids.text, Flavor: r.l.cfg.Flavor}}, nil
+}
+
+// Position is the position after the last event returned.
+func (r *Reader) Position() sluice.Position {
+	return sluice.Position{File: r.name, Pos: uint32(r.off), GTIDSet: r.gtids.text, Flavor: r.l.cfg.Flavor}
+}
+
+// Close releases the open file.
+func (r *Reader) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
+}

@@ -1,0 +1,363 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice"
+)
+
+// Writer appends a source's binlog stream to the relay. It is fed every
+// event the source sends (including the artificial rotate, format
+// description and heartbeat events of the replication protocol) and keeps
+// the files byte-identical to the source's. One Writer per Log at a time;
+// its methods are not safe for concurrent use.
+type Writer struct {
+	l *Log
+
+	name     string
+	f        *os.File
+	bw       *bufio.Writer
+	size     int64 // bytes written to the current file, buffered or not
+	boundary int64 // size after the last complete transaction
+	checksum bool
+	groups   groupTracker
+
+	unflushed int
+	lastFlush time.Time
+	lastSync  time.Time
+	dirty     bool // written but not fsynced
+
+	mu        sync.Mutex
+	sourcePos sluice.Position // newest position the source reported (events or heartbeats)
+	sourceAt  time.Time
+	lastTS    uint32 // source timestamp of the newest event
+	events    uint64
+}
+
+// NewWriter opens the writer. Resume is where to ask the source to start.
+func (l *Log) NewWriter() (*Writer, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.writer {
+		return nil, errors.New("relay: a writer is already open")
+	}
+	if l.closed {
+		return nil, ErrClosed
+	}
+	l.writer = true
+	return &Writer{l: l, lastFlush: time.Now(), lastSync: time.Now()}, nil
+}
+
+// Resume is the position to request from the source so the stream continues
+// the relay exactly: the end of the relay, or start's file from offset 4
+// when the relay is empty (so files are copied whole and stay identical).
+func (w *Writer) Resume(start sluice.Position) sluice.Position {
+	if end := w.l.End(); end.File != "" {
+		return end
+	}
+	return sluice.Position{File: start.File, Pos: 4, Flavor: start.Flavor}
+}
+
+// Write stores one event received from the source.
+func (w *Writer) Write(ev *replication.BinlogEvent) error {
+	raw := ev.RawData
+	h, err := parseHeader(raw)
+	if err != nil {
+		return err
+	}
+	switch h.Type {
+	case replication.HEARTBEAT_EVENT, replication.HEARTBEAT_LOG_EVENT_V2:
+		w.noteSource(string(heartbeatFile(raw, w.checksum)), h.LogPos, 0)
+		return nil
+	case replication.ROTATE_EVENT:
+		re, ok := ev.Event.(*replication.RotateEvent)
+		if !ok {
+			return fmt.Errorf("relay: rotate event not decoded")
+		}
+		if h.artificial() || h.Timestamp == 0 || h.LogPos == 0 {
+			return w.switchTo(string(re.NextLogName), int64(re.Position))
+		}
+	case replication.FORMAT_DESCRIPTION_EVENT:
+		if w.f == nil {
+			return errors.New("relay: format description event before any rotate event")
+		}
+		w.checksum = fdeChecksum(raw)
+		if w.size > int64(len(magic)) {
+			return nil // resent at the start of a dump; the file already has it
+		}
+		if h.LogPos == 0 {
+			raw = append([]byte(nil), raw...)
+			setLogPos(raw, uint32(w.size)+h.Size, w.checksum)
+		}
+	default:
+		if h.artificial() {
+			return nil // e.g. MariaDB's fake Gtid_list at a GTID start
+		}
+	}
+	if w.f == nil {
+		return fmt.Errorf("relay: %s event before any rotate event", h.Type)
+	}
+	start := w.size
+	if h.LogPos != 0 {
+		start = int64(h.LogPos) - int64(h.Size)
+	}
+	if start != w.size {
+		return fmt.Errorf("relay: %s at %s:%d does not continue the relay at offset %d (gap or overlap)", h.Type, w.name, start, w.size)
+	}
+	if _, err := w.bw.Write(raw); err != nil {
+		return fmt.Errorf("relay: write %s: %w", w.name, err)
+	}
+	w.size += int64(len(raw))
+	w.unflushed += len(raw)
+	w.dirty = true
+	if w.groups.step(h, raw, w.checksum) {
+		w.boundary = w.size
+	}
+	w.noteSource(w.name, uint32(w.size), h.Timestamp)
+	if h.Type == replication.ROTATE_EVENT {
+		// The real rotate ends the file; the server follows it with an
+		// artificial rotate that opens the next one.
+		return w.finishFile()
+	}
+	return nil
+}
+
+func (w *Writer) noteSource(file string, pos uint32, ts uint32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if file != "" {
+		w.sourcePos = sluice.Position{File: file, Pos: pos, Flavor: w.l.cfg.Flavor}
+	}
+	w.sourceAt = time.Now()
+	if ts != 0 {
+		w.lastTS = ts
+		w.events++
+	}
+}
+
+// SourceStatus is what the writer last heard from the source: its position
+// (from events and heartbeats), when, the newest event timestamp and the
+// number of events stored.
+func (w *Writer) SourceStatus() (pos sluice.Position, at time.Time, lastTS uint32, events uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sourcePos, w.sourceAt, w.lastTS, w.events
+}
+
+// heartbeatFile is the binlog file name a heartbeat carries.
+func heartbeatFile(raw []byte, checksum bool) []byte {
+	body := raw[headerSize:]
+	if checksum && len(body) >= 4 {
+		body = body[:len(body)-4]
+	}
+	return body
+}
+
+// switchTo handles an artificial rotate: continue the current file, or
+// finish it and open name.
+func (w *Writer) switchTo(name string, pos int64) error {
+	if name == "" {
+		return errors.New("relay: rotate to an empty file name")
+	}
+	if w.f != nil && w.name == name {
+		if pos != w.size && pos != int64(len(magic)) {
+			return fmt.Errorf("relay: source resumes %s at %d but the relay holds %d bytes", name, pos, w.size)
+		}
+		return nil
+	}
+	if w.f != nil {
+		if err := w.finishFile(); err != nil {
+			return err
+		}
+	}
+	files := w.l.Files()
+	path := filepath.Join(w.l.cfg.Dir, name)
+	if len(files) > 0 && files[len(files)-1] == name {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("relay: %w", err)
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("relay: %w", err)
+		}
+		// Open truncated a torn tail, so the file ends on a boundary.
+		if pos != st.Size() && pos != int64(len(magic)) {
+			f.Close()
+			return fmt.Errorf("relay: source resumes %s at %d but the relay holds %d bytes", name, pos, st.Size())
+		}
+		if _, err := f.Seek(st.Size(), 0); err != nil {
+			f.Close()
+			return fmt.Errorf("relay: %w", err)
+		}
+		w.open(name, f, st.Size())
+		return w.readChecksum()
+	}
+	for _, n := range files {
+		if n == name {
+			return fmt.Errorf("relay: source sends %s again, which the relay already finished", name)
+		}
+	}
+	if pos != int64(len(magic)) {
+		return fmt.Errorf("relay: cannot start the new relay file %s at offset %d; request offset 4", name, pos)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if _, err := f.Write(magic); err != nil {
+		f.Close()
+		return fmt.Errorf("relay: %w", err)
+	}
+	if err := w.l.addFile(name); err != nil {
+		f.Close()
+		return err
+	}
+	w.open(name, f, int64(len(magic)))
+	return nil
+}
+
+func (w *Writer) open(name string, f *os.File, size int64) {
+	w.name, w.f, w.size, w.boundary = name, f, size, size
+	w.groups = groupTracker{}
+	if w.bw == nil {
+		w.bw = bufio.NewWriterSize(f, 1<<20)
+	} else {
+		w.bw.Reset(f)
+	}
+}
+
+// readChecksum learns the checksum setting of a resumed file from its FDE.
+func (w *Writer) readChecksum() error {
+	if w.size <= int64(len(magic)) {
+		return nil
+	}
+	hb := make([]byte, headerSize)
+	if _, err := w.f.ReadAt(hb, int64(len(magic))); err != nil {
+		return fmt.Errorf("relay: read FDE of %s: %w", w.name, err)
+	}
+	h, err := parseHeader(hb)
+	if err != nil || h.Type != fdeType {
+		return fmt.Errorf("relay: %s does not start with a format description event", w.name)
+	}
+	raw := make([]byte, h.Size)
+	if _, err := w.f.ReadAt(raw, int64(len(magic))); err != nil {
+		return fmt.Errorf("relay: read FDE of %s: %w", w.name, err)
+	}
+	w.checksum = fdeChecksum(raw)
+	return nil
+}
+
+// finishFile flushes, fsyncs and closes the current file and publishes it
+// whole.
+func (w *Writer) finishFile() error {
+	if err := w.bw.Flush(); err != nil {
+		return fmt.Errorf("relay: flush %s: %w", w.name, err)
+	}
+	if w.l.cfg.Sync != SyncNone {
+		if err := w.f.Sync(); err != nil {
+			return fmt.Errorf("relay: fsync %s: %w", w.name, err)
+		}
+	}
+	w.l.publish(w.name, w.boundary)
+	err := w.f.Close()
+	w.f = nil
+	w.unflushed, w.dirty = 0, false
+	if err != nil {
+		return fmt.Errorf("relay: close %s: %w", w.name, err)
+	}
+	return nil
+}
+
+// Flush writes buffered events, fsyncs as the policy says and publishes the
+// complete transactions to readers.
+func (w *Writer) Flush() error {
+	w.lastFlush = time.Now()
+	if w.f == nil {
+		return nil
+	}
+	if w.unflushed > 0 {
+		if err := w.bw.Flush(); err != nil {
+			return fmt.Errorf("relay: flush %s: %w", w.name, err)
+		}
+		w.unflushed = 0
+	}
+	if w.dirty {
+		sync := w.l.cfg.Sync == SyncCommit || (w.l.cfg.Sync == SyncInterval && time.Since(w.lastSync) >= w.l.cfg.SyncInterval)
+		if sync {
+			if err := w.f.Sync(); err != nil {
+				return fmt.Errorf("relay: fsync %s: %w", w.name, err)
+			}
+			w.lastSync, w.dirty = time.Now(), false
+		}
+	}
+	w.l.publish(w.name, w.boundary)
+	if w.l.cfg.Retain >= 0 && time.Since(w.l.lastPurge()) > time.Minute {
+		if _, err := w.l.Purge(time.Now()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close flushes, fsyncs and closes the current file.
+func (w *Writer) Close() error {
+	var err error
+	if w.f != nil {
+		if err = w.Flush(); err == nil && w.dirty {
+			err = w.f.Sync()
+		}
+		if cerr := w.f.Close(); err == nil {
+			err = cerr
+		}
+		w.f = nil
+	}
+	w.l.mu.Lock()
+	w.l.writer = false
+	w.l.mu.Unlock()
+	return err
+}
+
+// Source is a stream of binlog events from a server; binlog.Reader is one.
+// TryEvent returns an event only if one is ready without waiting.
+type Source interface {
+	GetEvent(ctx context.Context) (*replication.BinlogEvent, error)
+	TryEvent() (*replication.BinlogEvent, bool)
+}
+
+// Run copies src into the relay until ctx ends or an error occurs. It
+// publishes whenever the source has nothing more ready (so one fsync covers
+// every transaction that arrived meanwhile), and at least every
+// FlushInterval or FlushBytes while events keep coming.
+func (w *Writer) Run(ctx context.Context, src Source) error {
+	for {
+		ev, ok := src.TryEvent()
+		if !ok {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			var err error
+			if ev, err = src.GetEvent(ctx); err != nil {
+				return err
+			}
+		}
+		if err := w.Write(ev); err != nil {
+			return err
+		}
+		if w.unflushed >= w.l.cfg.FlushBytes || time.Since(w.lastFlush) >= w.l.cfg.FlushInterval {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
