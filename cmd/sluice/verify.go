@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/schema"
+	"github.com/sluice-db/sluice/task"
+	"github.com/sluice-db/sluice/verify"
+)
+
+func init() { register(newVerifyCmd) }
+
+// verifyFlags are the command line of sluice verify; zero means "from the
+// task file".
+type verifyFlags struct {
+	config       string
+	threads      int
+	rowsPerChunk int
+	maxDiffs     int
+	tables       []string
+	json         bool
+}
+
+func newVerifyCmd() *cobra.Command {
+	var f verifyFlags
+	cmd := &cobra.Command{
+		Use:   "verify --config task.yaml",
+		Short: "Compare source and target table by table; exit 0 if equal, 1 if they differ",
+		Long: `verify compares every table the task selects with its (routed) table on the
+target. Each table is split into primary-key ranges; both servers compute a
+row count and a checksum of each range, and ranges that differ are drilled
+into to name every key that is missing on the target, extra on the target,
+or different. Tables without a key are compared as a multiset of rows.
+
+Exit status: 0 equal, 1 differences found, 2 the comparison could not run.
+On a pair that is still replicating, rows in flight show as differences.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runVerify(c.Context(), c.OutOrStdout(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "task file (YAML) naming source, target and tables")
+	fl.IntVar(&f.threads, "threads", 0, "chunks compared at once (default: the task's threads)")
+	fl.IntVar(&f.rowsPerChunk, "rows-per-chunk", 0, "rows per key range (default: the task's rows-per-chunk)")
+	fl.IntVar(&f.maxDiffs, "max-diffs", 20, "differing keys to print per table (counts are always complete)")
+	fl.StringArrayVar(&f.tables, "table", nil, "only verify tables matching this schema.table glob (repeatable)")
+	fl.BoolVar(&f.json, "json", false, "print the report as JSON instead of a table")
+	return cmd
+}
+
+func runVerify(ctx context.Context, out io.Writer, f verifyFlags) error {
+	if f.config == "" {
+		return &sluice.Error{Op: "verify", Err: fmt.Errorf("%w: no task file", sluice.ErrConfig), Hint: "pass --config task.yaml"}
+	}
+	tc, err := task.Load(f.config)
+	if err != nil {
+		return err
+	}
+	cfg := verify.DefaultConfig()
+	cfg.Threads, cfg.RowsPerChunk, cfg.MaxDiffs, cfg.Route = tc.Threads, tc.RowsPerChunk, f.maxDiffs, tc.Route
+	if f.threads != 0 {
+		cfg.Threads = f.threads
+	}
+	if f.rowsPerChunk != 0 {
+		cfg.RowsPerChunk = f.rowsPerChunk
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	// One connection per worker and side, plus one for planning the next
+	// table while the workers check chunks.
+	opts := dbconn.Options{MaxOpen: cfg.Threads + 1}
+	src, err := dbconn.Open(ctx, "source", tc.Source, opts)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := dbconn.Open(ctx, "target", tc.Target, opts)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+
+	tables, err := verifyTables(ctx, src, tc, f.tables)
+	if err != nil {
+		return err
+	}
+	rep, err := verify.Run(ctx, cfg, src, dst, tables)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		err = rep.WriteJSON(out)
+	} else {
+		err = rep.WriteText(out, f.maxDiffs)
+	}
+	if err != nil {
+		return fmt.Errorf("verify: write report: %w", err)
+	}
+	return rep.Err()
+}
+
+// verifyTables lists the source tables the task selects, narrowed by the
+// --table globs. A pattern that matches no table is an error naming it: a
+// typo must not turn into "0 tables, all equal".
+func verifyTables(ctx context.Context, src *sql.DB, tc *task.Config, only []string) ([]sluice.TableRef, error) {
+	all, err := schema.ListTables(ctx, src, nil)
+	if err != nil {
+		return nil, dbconn.Classify(err, "source", tc.Source)
+	}
+	matches := func(pattern string, refs []sluice.TableRef) bool {
+		one := &task.Config{Tables: task.Tables{Include: []string{pattern}}}
+		for _, r := range refs {
+			if one.Selected(r) {
+				return true
+			}
+		}
+		return false
+	}
+	noMatch := func(what, pattern string) error {
+		return &sluice.Error{Op: "verify", Err: fmt.Errorf("%w: %s %q matches no table on source %s", sluice.ErrUnknownTable, what, pattern, tc.Source.Addr()),
+			Hint: "check the schema and table names (patterns are schema.table globs)"}
+	}
+	for _, p := range tc.Tables.Include {
+		if !matches(p, all) {
+			return nil, noMatch("tables.include pattern", p)
+		}
+	}
+	var selected []sluice.TableRef
+	for _, r := range all {
+		if tc.Selected(r) {
+			selected = append(selected, r)
+		}
+	}
+	if len(only) > 0 {
+		for _, p := range only {
+			if !matches(p, selected) {
+				return nil, noMatch("--table", p)
+			}
+		}
+		filter := &task.Config{Tables: task.Tables{Include: only}}
+		var kept []sluice.TableRef
+		for _, r := range selected {
+			if filter.Selected(r) {
+				kept = append(kept, r)
+			}
+		}
+		selected = kept
+	}
+	if len(selected) == 0 {
+		return nil, &sluice.Error{Op: "verify", Err: fmt.Errorf("%w: tables.exclude removes every table tables.include selects", sluice.ErrUnknownTable),
+			Hint: "narrow tables.exclude in the task file"}
+	}
+	return selected, nil
+}
