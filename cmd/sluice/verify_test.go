@@ -18,7 +18,7 @@ import (
 
 // verifyCLI runs "sluice verify args..." in process and returns its output,
 // its error and the exit code main would use.
-func verifyCLI(t *testing.T, args ...string) (string, error, int) {
+func verifyCLI(t *testing.T, args ...string) (string, int, error) {
 	t.Helper()
 	root := newRoot()
 	var out bytes.Buffer
@@ -30,7 +30,7 @@ func verifyCLI(t *testing.T, args ...string) (string, error, int) {
 	if err != nil {
 		code = exitCode(err)
 	}
-	return out.String(), err, code
+	return out.String(), code, err
 }
 
 // verifyTask writes a task file and returns its path.
@@ -91,7 +91,7 @@ func TestVerifyCommand(t *testing.T) {
 	equalTask := verifyTask(t, verifyTaskYAML(ep, ep, "vsrc.*", ""))
 
 	t.Run("equal", func(t *testing.T) {
-		out, err, code := verifyCLI(t, "--config", equalTask)
+		out, code, err := verifyCLI(t, "--config", equalTask)
 		if err != nil || code != 0 {
 			t.Fatalf("exit %d: %v\n%s", code, err, out)
 		}
@@ -107,7 +107,7 @@ func TestVerifyCommand(t *testing.T) {
 	)
 
 	t.Run("different", func(t *testing.T) {
-		out, err, code := verifyCLI(t, "--config", equalTask, "--threads", "3")
+		out, code, err := verifyCLI(t, "--config", equalTask, "--threads", "3")
 		wantVerifyFailure(t, err, code, 1, sluice.ErrVerifyDifferent, "vsrc.t (1 missing, 1 extra, 1 different)")
 		for _, want := range []string{"vsrc.t id=42: different\n", "vsrc.t id=200: missing\n", "vsrc.t id=1000: extra\n", "1 of 2 tables differ"} {
 			if !strings.Contains(out, want) {
@@ -117,7 +117,7 @@ func TestVerifyCommand(t *testing.T) {
 	})
 
 	t.Run("max-diffs and json", func(t *testing.T) {
-		out, err, code := verifyCLI(t, "--config", equalTask, "--max-diffs", "1", "--json", "--rows-per-chunk", "7")
+		out, code, err := verifyCLI(t, "--config", equalTask, "--max-diffs", "1", "--json", "--rows-per-chunk", "7")
 		if code != 1 || !errors.Is(err, sluice.ErrVerifyDifferent) {
 			t.Fatalf("exit %d: %v", code, err)
 		}
@@ -144,18 +144,18 @@ func TestVerifyCommand(t *testing.T) {
 	})
 
 	t.Run("table filter", func(t *testing.T) {
-		out, err, code := verifyCLI(t, "--config", equalTask, "--table", "vsrc.s*")
+		out, code, err := verifyCLI(t, "--config", equalTask, "--table", "vsrc.s*")
 		if err != nil || code != 0 || strings.Contains(out, "vsrc.t ") {
 			t.Fatalf("exit %d: %v\n%s", code, err, out)
 		}
-		_, err, code = verifyCLI(t, "--config", equalTask, "--table", "vsrc.nosuch")
+		_, code, err = verifyCLI(t, "--config", equalTask, "--table", "vsrc.nosuch")
 		wantVerifyFailure(t, err, code, 2, sluice.ErrUnknownTable, `"vsrc.nosuch"`)
 	})
 
 	t.Run("missing target table", func(t *testing.T) {
 		sandboxtest.MustExec(t, db, "CREATE TABLE vsrc.only_src (id INT PRIMARY KEY)")
 		defer sandboxtest.MustExec(t, db, "DROP TABLE vsrc.only_src")
-		out, err, code := verifyCLI(t, "--config", equalTask, "--table", "vsrc.only_src")
+		out, code, err := verifyCLI(t, "--config", equalTask, "--table", "vsrc.only_src")
 		wantVerifyFailure(t, err, code, 1, sluice.ErrVerifyDifferent, "missing on target")
 		if !strings.Contains(out, "vdst.only_src does not exist on the target") {
 			t.Fatalf("output:\n%s", out)
@@ -164,7 +164,7 @@ func TestVerifyCommand(t *testing.T) {
 
 	t.Run("unknown table pattern", func(t *testing.T) {
 		p := verifyTask(t, verifyTaskYAML(ep, ep, "nosuchdb.*", ""))
-		_, err, code := verifyCLI(t, "--config", p)
+		_, code, err := verifyCLI(t, "--config", p)
 		wantVerifyFailure(t, err, code, 2, sluice.ErrUnknownTable, `"nosuchdb.*"`)
 	})
 
@@ -172,7 +172,7 @@ func TestVerifyCommand(t *testing.T) {
 		bad := ep
 		bad.Password = "wrong-secret"
 		p := verifyTask(t, verifyTaskYAML(ep, bad, "vsrc.*", ""))
-		_, err, code := verifyCLI(t, "--config", p)
+		_, code, err := verifyCLI(t, "--config", p)
 		wantVerifyFailure(t, err, code, 2, sluice.ErrAccessDenied, "target.password")
 		if strings.Contains(err.Error(), "wrong-secret") {
 			t.Fatalf("password in message: %v", err)
@@ -180,7 +180,7 @@ func TestVerifyCommand(t *testing.T) {
 	})
 
 	t.Run("bad threads", func(t *testing.T) {
-		_, err, code := verifyCLI(t, "--config", equalTask, "--threads", "1000")
+		_, code, err := verifyCLI(t, "--config", equalTask, "--threads", "1000")
 		wantVerifyFailure(t, err, code, 2, sluice.ErrConfig, "threads")
 	})
 }
@@ -189,20 +189,20 @@ func TestVerifyCommand(t *testing.T) {
 func TestVerifyCommandBadInput(t *testing.T) {
 	t.Run("malformed yaml", func(t *testing.T) {
 		p := verifyTask(t, "source: {host: [127.0.0.1\ntables: include\n")
-		_, err, code := verifyCLI(t, "--config", p)
+		_, code, err := verifyCLI(t, "--config", p)
 		wantVerifyFailure(t, err, code, 2, sluice.ErrConfig, "parse task file")
 	})
 	t.Run("unknown key", func(t *testing.T) {
 		p := verifyTask(t, verifyTaskYAML(sluice.Endpoint{Host: "127.0.0.1", Port: 1, User: "root"}, sluice.Endpoint{Host: "127.0.0.1", Port: 1, User: "root"}, "a.*", "treads: 4\n"))
-		_, err, code := verifyCLI(t, "--config", p)
+		_, code, err := verifyCLI(t, "--config", p)
 		wantVerifyFailure(t, err, code, 2, sluice.ErrConfig, "treads")
 	})
 	t.Run("no config", func(t *testing.T) {
-		_, err, code := verifyCLI(t)
+		_, code, err := verifyCLI(t)
 		wantVerifyFailure(t, err, code, 2, sluice.ErrConfig, "--config")
 	})
 	t.Run("missing file", func(t *testing.T) {
-		_, err, code := verifyCLI(t, "--config", filepath.Join(t.TempDir(), "nope.yaml"))
+		_, code, err := verifyCLI(t, "--config", filepath.Join(t.TempDir(), "nope.yaml"))
 		wantVerifyFailure(t, err, code, 2, sluice.ErrConfig, "read task file")
 	})
 	t.Run("unreachable host", func(t *testing.T) {
@@ -212,7 +212,7 @@ func TestVerifyCommandBadInput(t *testing.T) {
 		}
 		ep := sluice.Endpoint{Host: "127.0.0.1", Port: port, User: "root", Password: "s3cret"}
 		p := verifyTask(t, verifyTaskYAML(ep, ep, "a.*", ""))
-		_, err, code := verifyCLI(t, "--config", p)
+		_, code, err := verifyCLI(t, "--config", p)
 		wantVerifyFailure(t, err, code, 2, sluice.ErrUnreachable, fmt.Sprintf("source 127.0.0.1:%d", port))
 		if strings.Contains(err.Error(), "s3cret") {
 			t.Fatalf("password in message: %v", err)
