@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/dump"
+	"github.com/sluice-db/sluice/internal/chunk"
+	"github.com/sluice-db/sluice/internal/dumpfmt"
+	"github.com/sluice-db/sluice/load"
+	"github.com/sluice-db/sluice/task"
+)
+
+func init() { register(newMigrateCmd) }
+
+// incrementalRunner is set by the incremental replication's file. start is
+// the snapshot position of the full copy (--mode all) or nil (--mode
+// incremental: the position comes from the task file or the checkpoint).
+var incrementalRunner func(ctx context.Context, cfg *task.Config, start *sluice.Position, out io.Writer) error
+
+// fullFlags are the command-line overrides shared by dump, load and
+// migrate; zero means "from the task file".
+type fullFlags struct {
+	config           string
+	threads          int
+	poolSize         int
+	rowsPerChunk     int
+	rowsPerStatement int
+	targetBinlog     bool
+	chunkDelay       time.Duration
+	progressEvery    time.Duration
+}
+
+func (f *fullFlags) addTask(fl interface {
+	StringVar(*string, string, string, string)
+}) {
+	fl.StringVar(&f.config, "config", "", "task file (YAML) naming source, target and tables")
+}
+
+// loadTask reads the task file and applies flag overrides.
+func (f *fullFlags) loadTask() (*task.Config, error) {
+	if f.config == "" {
+		return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml (see README 'Task file')"}
+	}
+	cfg, err := task.Load(f.config)
+	if err != nil {
+		return nil, err
+	}
+	if f.threads > 0 {
+		cfg.Threads = f.threads
+	}
+	if f.poolSize > 0 {
+		cfg.PoolSize = f.poolSize
+	}
+	if f.rowsPerChunk > 0 {
+		cfg.RowsPerChunk = f.rowsPerChunk
+	}
+	if f.rowsPerStatement > 0 {
+		cfg.RowsPerStatement = f.rowsPerStatement
+	}
+	return cfg, cfg.Validate()
+}
+
+func (f *fullFlags) dumpConfig(cfg *task.Config) dump.Config {
+	dc := dump.DefaultConfig()
+	dc.Source, dc.Threads, dc.RowsPerChunk, dc.Select = cfg.Source, cfg.Threads, cfg.RowsPerChunk, cfg.Selected
+	return dc
+}
+
+func (f *fullFlags) loadConfig(cfg *task.Config, taskKey string) load.Config {
+	lc := load.DefaultConfig()
+	lc.Target, lc.Task, lc.PoolSize, lc.RowsPerStatement, lc.Route = cfg.Target, taskKey, cfg.PoolSize, cfg.RowsPerStatement, cfg.Route
+	lc.DisableBinlog = !f.targetBinlog
+	lc.ChunkDelay = f.chunkDelay
+	return lc
+}
+
+func newMigrateCmd() *cobra.Command {
+	f := fullFlags{targetBinlog: true}
+	var mode string
+	cmd := &cobra.Command{
+		Use:   "migrate --config task.yaml --mode full",
+		Short: "Copy the source's tables to the target: a consistent snapshot streamed straight into a pooled load",
+		Long: `migrate --mode full reads a consistent snapshot of the selected tables on
+'threads' source connections, chunk by chunk (primary-key ranges of about
+'rows-per-chunk' rows), and streams each chunk into the target on
+'pool-size' connections, with no intermediate files. Each chunk commits with
+its checkpoint in sluice_meta on the target, so an interrupted run (even
+kill -9) resumes where it stopped when run again: finished chunks are not
+read again and no row is loaded twice. A resumed run reads the remaining
+chunks from a new snapshot.
+
+--mode all runs the incremental replication after the full copy, from the
+snapshot's binlog position; --mode incremental runs only the replication.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := f.loadTask()
+			if err != nil {
+				return err
+			}
+			return runMigrate(c.Context(), cfg, &f, mode, c.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	f.addTask(fl)
+	fl.StringVar(&mode, "mode", "full", "full (copy), all (copy, then replicate), incremental (replicate only)")
+	addFullFlags(cmd, &f, true, true)
+	return cmd
+}
+
+func addFullFlags(cmd *cobra.Command, f *fullFlags, dumpSide, loadSide bool) {
+	fl := cmd.Flags()
+	if dumpSide {
+		fl.IntVar(&f.threads, "threads", 0, "source connections sharing the snapshot (default: the task's threads)")
+		fl.IntVar(&f.rowsPerChunk, "rows-per-chunk", 0, "rows per primary-key chunk (default: the task's rows-per-chunk)")
+	}
+	if loadSide {
+		fl.IntVar(&f.poolSize, "pool-size", 0, "target connections loading at once (default: the task's pool-size)")
+		fl.IntVar(&f.rowsPerStatement, "rows-per-statement", 0, "use multi-row INSERTs of N rows instead of LOAD DATA LOCAL INFILE (default: the task's)")
+		fl.BoolVar(&f.targetBinlog, "target-binlog", true, "write the loaded rows to the target's binlog; false sets sql_log_bin=0 (needs SUPER or BINLOG ADMIN)")
+		fl.DurationVar(&f.chunkDelay, "chunk-delay", 0, "wait this long before committing each chunk (for interruption tests)")
+		_ = fl.MarkHidden("chunk-delay")
+	}
+	fl.DurationVar(&f.progressEvery, "progress-every", 10*time.Second, "interval of the plain progress lines when not on a terminal")
+}
+
+func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string, out io.Writer) error {
+	switch mode {
+	case "full", "all":
+	case "incremental":
+		if incrementalRunner == nil {
+			return notInBuild()
+		}
+		return incrementalRunner(ctx, cfg, nil, out)
+	default:
+		return &sluice.Error{Op: "migrate", Err: fmt.Errorf("%w: --mode %q", sluice.ErrConfig, mode), Hint: "use --mode full, all or incremental"}
+	}
+	if mode == "all" && incrementalRunner == nil {
+		return notInBuild()
+	}
+	res, err := migrateFull(ctx, cfg, f, out)
+	if err != nil {
+		return err
+	}
+	if mode == "all" {
+		return incrementalRunner(ctx, cfg, res.start, out)
+	}
+	return nil
+}
+
+func notInBuild() error {
+	return &sluice.Error{Op: "migrate", Err: fmt.Errorf("%w: incremental replication is not available in this build", sluice.ErrConfig), Hint: "use --mode full"}
+}
+
+// fullResult is what a full copy reports.
+type fullResult struct {
+	start   *sluice.Position // earliest snapshot position of the task
+	resumed bool
+}
+
+// migrateFull streams a snapshot of the source into the target.
+func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, out io.Writer) (*fullResult, error) {
+	l, err := load.Open(ctx, f.loadConfig(cfg, cfg.Name))
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	dc := f.dumpConfig(cfg)
+	dc.PlanFor, dc.Done = l.Plan, l.Done
+	began := time.Now()
+	d, err := dump.Open(ctx, dc)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	if err := checkPatterns(cfg, d.Tables()); err != nil {
+		return nil, err
+	}
+	specs := make([]load.TableSpec, len(d.Tables()))
+	for i, tp := range d.Tables() {
+		specs[i] = load.TableSpec{Table: tp.Table, Plan: dumpfmt.PlanOf(tp.Chunks)}
+	}
+	resumed := l.Resumed()
+	if err := l.Prepare(ctx, d.Position(), specs); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "migrate %s: %d tables, snapshot at %s, %d chunks to copy", cfg.Name, len(specs), d.Position(), l.Stats().TotalChunks.Load())
+	if resumed {
+		fmt.Fprintf(out, " (resumed: %d chunks done before; the rest is read from a new snapshot)", l.Stats().Skipped.Load())
+	}
+	fmt.Fprintln(out)
+	ds, ls := d.Stats(), l.Stats()
+	prog := startProgress(out, f.progressEvery,
+		progressPhase{Name: "dump", Rows: ds.Rows.Load, Bytes: ds.Bytes.Load, Done: ds.Chunks.Load, Total: ds.TotalChunks.Load},
+		progressPhase{Name: "load", Rows: ls.Rows.Load, Bytes: ls.Bytes.Load, Done: ls.Chunks.Load, Total: ls.TotalChunks.Load})
+	l.Start(ctx)
+	dumpStart := time.Now()
+	derr := d.Run(ctx, streamSink{l})
+	dumpTime := time.Since(dumpStart)
+	if derr != nil {
+		l.Abort(derr)
+	}
+	lerr := l.Wait()
+	prog.Stop()
+	if derr != nil {
+		return nil, derr
+	}
+	if lerr != nil {
+		return nil, lerr
+	}
+	writeSummary(out, summary{item: "migrate (stream)", threads: cfg.Threads, pool: cfg.PoolSize, bytes: ls.Bytes.Load(), rows: ls.Rows.Load(),
+		total: time.Since(began), dumpBytes: ds.Bytes.Load(), dumpTime: dumpTime, loadTime: ls.Active()})
+	pos := l.FirstPosition()
+	if pos != nil {
+		fmt.Fprintf(out, "snapshot position: %s\n", pos)
+	}
+	return &fullResult{start: pos, resumed: resumed}, nil
+}
+
+// streamSink adapts the loader to dump.Sink.
+type streamSink struct{ l *load.Loader }
+
+func (s streamSink) OpenChunk(ctx context.Context, t *sluice.Table, r chunk.Range) (dump.ChunkWriter, error) {
+	return s.l.OpenChunk(ctx, t.Ref, r)
+}
+
+// checkPatterns makes every include pattern match at least one table, so a
+// misspelt table name is an error instead of a silent no-op.
+func checkPatterns(cfg *task.Config, tables []*dump.TablePlan) error {
+	for _, p := range cfg.Tables.Include {
+		s, t, ok := strings.Cut(p, ".")
+		if !ok {
+			continue
+		}
+		found := false
+		for _, tp := range tables {
+			ms, _ := path.Match(strings.ToLower(s), strings.ToLower(tp.Table.Ref.Schema))
+			mt, _ := path.Match(strings.ToLower(t), strings.ToLower(tp.Table.Ref.Name))
+			if ms && mt {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return &sluice.Error{Op: "select tables", Err: fmt.Errorf("%w: no table on the source %s matches %q", sluice.ErrUnknownTable, cfg.Source.Addr(), p),
+				Hint: "fix tables.include in the task file (patterns are schema.table globs) or create the table"}
+		}
+	}
+	return nil
+}
+
+// summary is the final table, in the style of the DM benchmark report.
+type summary struct {
+	item               string
+	threads, pool      int
+	bytes, rows        int64
+	dumpBytes          int64
+	total              time.Duration
+	dumpTime, loadTime time.Duration
+}
+
+func writeSummary(out io.Writer, s summary) {
+	mbs := func(b int64, d time.Duration) string {
+		if d <= 0 || b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", float64(b)/1e6/d.Seconds())
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| item | dump threads | load pool size | rows | data size (MB) | time (s) | dump speed (MB/s) | load speed (MB/s) | end-to-end (MB/s) |")
+	fmt.Fprintln(out, "| :--: | :--: | :--: | --: | --: | --: | --: | --: | --: |")
+	fmt.Fprintf(out, "| %s | %d | %d | %d | %.2f | %.1f | %s | %s | %s |\n", s.item, s.threads, s.pool, s.rows,
+		float64(max(s.bytes, s.dumpBytes))/1e6, s.total.Seconds(), mbs(s.dumpBytes, s.dumpTime), mbs(s.bytes, s.loadTime), mbs(max(s.bytes, s.dumpBytes), s.total))
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// progressPhase is one line of progress: a named stage and its counters.
+// The funcs are called from the display goroutine, so they must be safe to
+// call concurrently with the work (atomic loads).
+type progressPhase struct {
+	Name        string
+	Rows, Bytes func() int64
+	// Done and Total count units of work (chunks) for the percentage and
+	// the ETA; Total 0 means unknown.
+	Done, Total func() int64
+}
+
+// progress shows phases as bars redrawn in place on a terminal, and as a
+// plain line every PlainEvery otherwise (logs, pipes, CI).
+type progress struct {
+	out    io.Writer
+	tty    bool
+	phases []progressPhase
+	start  time.Time
+	every  time.Duration
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	drawn  int
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// startProgress starts the display; Stop ends it and prints a final state.
+func startProgress(out io.Writer, plainEvery time.Duration, phases ...progressPhase) *progress {
+	p := &progress{out: out, tty: isTerminal(out), phases: phases, start: time.Now(), every: plainEvery, stop: make(chan struct{})}
+	if p.every <= 0 {
+		p.every = 10 * time.Second
+	}
+	interval := p.every
+	if p.tty {
+		interval = 250 * time.Millisecond
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.draw()
+			}
+		}
+	}()
+	return p
+}
+
+// Stop ends the display and draws the final state once more.
+func (p *progress) Stop() {
+	close(p.stop)
+	p.wg.Wait()
+	p.draw()
+	if p.tty {
+		fmt.Fprintln(p.out)
+	}
+}
+
+func (p *progress) draw() {
+	elapsed := time.Since(p.start)
+	if !p.tty {
+		parts := make([]string, len(p.phases))
+		for i, ph := range p.phases {
+			parts[i] = phaseText(ph, elapsed)
+		}
+		fmt.Fprintf(p.out, "progress %s: %s\n", elapsed.Round(time.Second), strings.Join(parts, " | "))
+		return
+	}
+	var b strings.Builder
+	// Move back to the first line of the previous drawing and overwrite it.
+	if p.drawn > 1 {
+		fmt.Fprintf(&b, "\033[%dA", p.drawn-1)
+	}
+	for i, ph := range p.phases {
+		b.WriteString("\r\033[K")
+		b.WriteString(bar(ph, 24))
+		b.WriteString(" ")
+		b.WriteString(phaseText(ph, elapsed))
+		if i < len(p.phases)-1 {
+			b.WriteString("\n")
+		}
+	}
+	p.drawn = len(p.phases)
+	io.WriteString(p.out, b.String())
+}
+
+func bar(ph progressPhase, width int) string {
+	frac := fraction(ph)
+	if frac < 0 {
+		return "[" + strings.Repeat("?", width) + "]"
+	}
+	n := int(frac * float64(width))
+	return "[" + strings.Repeat("=", n) + strings.Repeat(" ", width-n) + "]"
+}
+
+func fraction(ph progressPhase) float64 {
+	if ph.Total == nil || ph.Done == nil {
+		return -1
+	}
+	t := ph.Total()
+	if t <= 0 {
+		return -1
+	}
+	f := float64(ph.Done()) / float64(t)
+	if f > 1 {
+		f = 1
+	}
+	return f
+}
+
+func phaseText(ph progressPhase, elapsed time.Duration) string {
+	rows, bytes := ph.Rows(), ph.Bytes()
+	mbs := 0.0
+	if s := elapsed.Seconds(); s > 0 {
+		mbs = float64(bytes) / 1e6 / s
+	}
+	s := fmt.Sprintf("%-5s %11d rows %9.1f MB %7.1f MB/s", ph.Name, rows, float64(bytes)/1e6, mbs)
+	if f := fraction(ph); f >= 0 {
+		s += fmt.Sprintf(" %3.0f%%", f*100)
+		if f > 0 && f < 1 {
+			eta := time.Duration(float64(elapsed) * (1 - f) / f)
+			s += " ETA " + eta.Round(time.Second).String()
+		}
+	}
+	return s
+}

@@ -1,0 +1,327 @@
+package dump
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/chunk"
+	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/internal/dumpfmt"
+	"github.com/sluice-db/sluice/schema"
+	"github.com/sluice-db/sluice/sqlgen"
+)
+
+// Dumper holds a consistent snapshot open on Threads source connections.
+// Open takes the snapshot and plans the chunks; Run reads them; Close ends
+// the snapshot transactions. Run may be called once.
+type Dumper struct {
+	cfg     Config
+	db      *sql.DB
+	conns   []*sql.Conn
+	pos     sluice.Position
+	tables  []*TablePlan
+	stats   Stats
+	started time.Time
+}
+
+// Open connects to the source, inspects the selected tables, takes the
+// snapshot and plans chunks (reusing Config.Plans where given).
+func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Dumper{cfg: cfg, started: time.Now()}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	// The dumper stops reading a result set while the loader catches up, so
+	// the server must not give up writing to a slow reader.
+	d.db, err = dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: cfg.Threads + 2,
+		Params: map[string]string{"net_write_timeout": "86400", "net_read_timeout": "86400"}})
+	if err != nil {
+		return nil, err
+	}
+	refs, err := schema.ListTables(ctx, d.db, cfg.Select)
+	if err != nil {
+		return nil, fmt.Errorf("dump: list tables: %w", dbconn.Classify(err, "source", cfg.Source))
+	}
+	for _, ref := range refs {
+		t, err := schema.Inspect(ctx, d.db, ref)
+		if err != nil {
+			return nil, fmt.Errorf("dump: %w", dbconn.Classify(err, "source", cfg.Source))
+		}
+		d.tables = append(d.tables, &TablePlan{Table: t})
+	}
+	if err := d.estimate(ctx); err != nil {
+		return nil, err
+	}
+	for i := 0; i < cfg.Threads; i++ {
+		c, err := d.db.Conn(ctx)
+		if err != nil {
+			return nil, dbconn.Classify(err, "source", cfg.Source)
+		}
+		d.conns = append(d.conns, c)
+	}
+	if d.pos, err = takeSnapshot(ctx, d.db, d.conns, cfg); err != nil {
+		return nil, err
+	}
+	if err := d.plan(ctx); err != nil {
+		return nil, err
+	}
+	for _, c := range d.conns {
+		// Raw stored bytes: no character set conversion can alter a value.
+		if _, err := c.ExecContext(ctx, "SET SESSION character_set_results = binary"); err != nil {
+			return nil, dbconn.Classify(err, "source", cfg.Source)
+		}
+	}
+	return d, nil
+}
+
+// Position is the binlog position (and GTID set) of the snapshot.
+func (d *Dumper) Position() sluice.Position { return d.pos }
+
+// Tables are the snapshot's tables with their chunk plans, sorted by name.
+func (d *Dumper) Tables() []*TablePlan { return d.tables }
+
+// Stats are live counters.
+func (d *Dumper) Stats() *Stats { return &d.stats }
+
+// Close ends the snapshot and closes the connections.
+func (d *Dumper) Close() error {
+	for _, c := range d.conns {
+		_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+		c.Close()
+	}
+	d.conns = nil
+	if d.db != nil {
+		return d.db.Close()
+	}
+	return nil
+}
+
+func (d *Dumper) estimate(ctx context.Context) error {
+	for _, tp := range d.tables {
+		var rows, bytes sql.NullInt64
+		err := d.db.QueryRowContext(ctx, `SELECT TABLE_ROWS, DATA_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+			tp.Table.Ref.Schema, tp.Table.Ref.Name).Scan(&rows, &bytes)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return dbconn.Classify(err, "source", d.cfg.Source)
+		}
+		tp.EstRows, tp.EstBytes = rows.Int64, bytes.Int64
+	}
+	return nil
+}
+
+// plan cuts chunks inside the snapshot, one table per connection at a time.
+func (d *Dumper) plan(ctx context.Context) error {
+	todo := make(chan *TablePlan, len(d.tables))
+	for _, tp := range d.tables {
+		if d.cfg.PlanFor != nil {
+			if p, ok := d.cfg.PlanFor(tp.Table.Ref); ok {
+				tp.Chunks = p.Ranges()
+				continue
+			}
+		}
+		tp.Replanned = true
+		todo <- tp
+	}
+	close(todo)
+	errs := make([]error, len(d.conns))
+	var wg sync.WaitGroup
+	for i, c := range d.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tp := range todo {
+				if errs[i] != nil {
+					continue
+				}
+				rs, err := chunk.Plan(ctx, c, tp.Table, d.cfg.RowsPerChunk)
+				if err != nil {
+					errs[i] = fmt.Errorf("dump: %w", dbconn.Classify(err, "source", d.cfg.Source))
+					continue
+				}
+				tp.Chunks = rs
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+type job struct {
+	tp *TablePlan
+	r  chunk.Range
+}
+
+// jobs lists the chunks to read, interleaving tables so that parallel
+// loaders write to different tables (and different index pages) at once.
+func (d *Dumper) jobs() []job {
+	var out []job
+	for i := 0; ; i++ {
+		any := false
+		for _, tp := range d.tables {
+			if i >= len(tp.Chunks) {
+				continue
+			}
+			any = true
+			r := tp.Chunks[i]
+			if d.cfg.Done != nil && d.cfg.Done(tp.Table.Ref, r.Index) {
+				continue
+			}
+			out = append(out, job{tp, r})
+		}
+		if !any {
+			return out
+		}
+	}
+}
+
+// Run reads every chunk not yet done into sink, on all connections. The
+// first error stops the other workers and is returned.
+func (d *Dumper) Run(ctx context.Context, sink Sink) error {
+	jobs := d.jobs()
+	d.stats.TotalChunks.Store(int64(len(jobs)))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ch := make(chan job)
+	var wg sync.WaitGroup
+	for _, c := range d.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range ch {
+				if err := d.dumpChunk(ctx, c, j, sink); err != nil {
+					cancel(err)
+					for range ch {
+					}
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for _, j := range jobs {
+		select {
+		case ch <- j:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(ch)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// selectSQL reads a chunk's writable columns in key order.
+func selectSQL(t *sluice.Table, r chunk.Range) (string, []any) {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for i, ci := range t.WritableColumns() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(dumpfmt.SelectExpr(t.Columns[ci]))
+	}
+	where, args := r.Where(t)
+	b.WriteString(" FROM " + t.Ref.Quoted() + " WHERE " + where)
+	if t.HasKey() {
+		b.WriteString(" ORDER BY " + sqlgen.ColumnList(chunk.KeyColumns(t)))
+	}
+	return b.String(), args
+}
+
+const flushSize = 256 << 10
+
+func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) error {
+	t := j.tp.Table
+	query, args := selectSQL(t, j.r)
+	w, err := sink.OpenChunk(ctx, t, j.r)
+	if err != nil {
+		return err
+	}
+	var rows, counted int64
+	err = c.Raw(func(dc any) error {
+		// The driver level keeps NULL (nil) apart from an empty value
+		// (non-nil, zero length); database/sql's RawBytes does not.
+		qc, ok := dc.(driver.QueryerContext)
+		if !ok {
+			return errors.New("driver cannot query")
+		}
+		named := make([]driver.NamedValue, len(args))
+		for i, a := range args {
+			named[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+		}
+		rs, err := qc.QueryContext(ctx, query, named)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		dest := make([]driver.Value, len(rs.Columns()))
+		vals := make([][]byte, len(dest))
+		buf := make([]byte, 0, flushSize+64<<10)
+		for {
+			if err := rs.Next(dest); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return err
+			}
+			for i, v := range dest {
+				switch x := v.(type) {
+				case nil:
+					vals[i] = nil
+				case []byte:
+					vals[i] = x
+				default:
+					vals[i] = fmt.Append(nil, x)
+				}
+			}
+			buf = dumpfmt.AppendRow(buf, vals)
+			rows++
+			if len(buf) >= flushSize {
+				if _, err := w.Write(buf); err != nil {
+					return err
+				}
+				d.stats.Bytes.Add(int64(len(buf)))
+				d.stats.Rows.Add(rows - counted)
+				counted = rows
+				buf = buf[:0]
+			}
+		}
+		if len(buf) > 0 {
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			d.stats.Bytes.Add(int64(len(buf)))
+		}
+		return nil
+	})
+	if err != nil {
+		w.Abort(err)
+		var se *sluice.Error
+		if errors.As(err, &se) {
+			return err
+		}
+		return fmt.Errorf("dump %s chunk %d: %w", t.Ref, j.r.Index, dbconn.Classify(err, "source", d.cfg.Source))
+	}
+	if err := w.Commit(rows); err != nil {
+		return err
+	}
+	d.stats.Rows.Add(rows - counted)
+	d.stats.Chunks.Add(1)
+	return nil
+}

@@ -1,0 +1,226 @@
+// Package dumpfmt is the data format shared by dump and load: how each
+// column is read from the source, how a row is written as LOAD DATA text,
+// how that text is read back, and the layout of a dump directory. Dump and
+// load never import each other; both import this package.
+package dumpfmt
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sluice-db/sluice"
+)
+
+// Kind says how a column travels, when its server text form is not already
+// an exact, loadable representation.
+type Kind uint8
+
+const (
+	// KindText columns travel as the server's text-protocol bytes, read
+	// with character_set_results=binary so no conversion ever happens.
+	KindText Kind = iota
+	// KindFloat columns are FLOAT: the server prints only 6 significant
+	// digits, so they are selected as DOUBLE, whose shortest round-trip
+	// text holds every float exactly.
+	KindFloat
+	// KindBit columns are selected as an unsigned integer and converted
+	// back on load, because LOAD DATA cannot take BIT values as text.
+	KindBit
+	// KindYear columns are YEAR: with binary results the server prints
+	// year 0 as "0", which loads back as 2000 when read as text, so they
+	// travel as a number, which loads back as itself.
+	KindYear
+	// KindJSON columns are loaded through CONVERT(... USING utf8mb4):
+	// MySQL's JSON type rejects binary strings (MariaDB's JSON is LONGTEXT
+	// and does not care).
+	KindJSON
+)
+
+// KindOf classifies a column.
+func KindOf(c sluice.Column) Kind {
+	switch strings.ToLower(c.DataType) {
+	case "float":
+		return KindFloat
+	case "bit":
+		return KindBit
+	case "json":
+		return KindJSON
+	case "year":
+		return KindYear
+	}
+	return KindText
+}
+
+// LoadVia is the expression (one %s for the raw value) that turns a dumped
+// value back into column c on load, or "" when the raw value loads as is.
+func LoadVia(c sluice.Column) string {
+	switch KindOf(c) {
+	case KindBit, KindYear:
+		return "CAST(%s AS UNSIGNED)"
+	case KindJSON:
+		return "CONVERT(%s USING utf8mb4)"
+	}
+	return ""
+}
+
+// SelectExpr is the expression that reads column c exactly.
+func SelectExpr(c sluice.Column) string {
+	q := sluice.QuoteIdent(c.Name)
+	switch KindOf(c) {
+	case KindFloat:
+		return "CAST(" + q + " AS DOUBLE)"
+	case KindBit, KindYear:
+		return "CAST(" + q + " AS UNSIGNED)"
+	}
+	return q
+}
+
+// AppendField appends one value in LOAD DATA's default text format (fields
+// terminated by tab, lines by newline, escaped by backslash). nil is NULL
+// (\N), which stays distinct from an empty value; every byte that LOAD DATA
+// would interpret (NUL, tab, newline, carriage return, backslash) is escaped.
+func AppendField(b, v []byte) []byte {
+	if v == nil {
+		return append(b, '\\', 'N')
+	}
+	start := 0
+	for i, c := range v {
+		var e byte
+		switch c {
+		case 0:
+			e = '0'
+		case '\t':
+			e = 't'
+		case '\n':
+			e = 'n'
+		case '\r':
+			e = 'r'
+		case '\\':
+			e = '\\'
+		default:
+			continue
+		}
+		b = append(b, v[start:i]...)
+		b = append(b, '\\', e)
+		start = i + 1
+	}
+	return append(b, v[start:]...)
+}
+
+// AppendRow appends a whole row and its line terminator.
+func AppendRow(b []byte, vals [][]byte) []byte {
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, '\t')
+		}
+		b = AppendField(b, v)
+	}
+	return append(b, '\n')
+}
+
+// ErrBadRow is returned by Reader for text that AppendRow cannot produce.
+var ErrBadRow = errors.New("malformed data row")
+
+// Reader reads rows written by AppendRow, for the multi-row INSERT path.
+type Reader struct {
+	r    *bufio.Reader
+	cols int
+	line []byte
+	buf  []byte
+	vals [][]byte
+	n    int64
+}
+
+// NewReader reads rows of cols fields from r.
+func NewReader(r io.Reader, cols int) *Reader {
+	// buf starts non-nil so an empty field is an empty, not nil, slice.
+	return &Reader{r: bufio.NewReaderSize(r, 256<<10), cols: cols, vals: make([][]byte, cols), buf: make([]byte, 0, 4096)}
+}
+
+// Next returns the next row's fields (nil for NULL), or io.EOF. The slices
+// are valid until the next call.
+func (r *Reader) Next() ([][]byte, error) {
+	line, err := r.readLine()
+	if err != nil {
+		return nil, err
+	}
+	r.n++
+	r.buf = r.buf[:0]
+	// Decode into one buffer, then slice it, so a row costs no allocations
+	// once the buffer has grown.
+	ends := make([]int, 0, r.cols)
+	nulls := make([]bool, 0, r.cols)
+	field, null := 0, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch c {
+		case '\t':
+			ends, nulls = append(ends, len(r.buf)), append(nulls, null)
+			field, null = field+1, false
+			continue
+		case '\\':
+			i++
+			if i == len(line) {
+				return nil, fmt.Errorf("%w %d: trailing backslash", ErrBadRow, r.n)
+			}
+			switch line[i] {
+			case '0':
+				c = 0
+			case 't':
+				c = '\t'
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case '\\':
+				c = '\\'
+			case 'N':
+				null = true
+				continue
+			default:
+				return nil, fmt.Errorf("%w %d: unknown escape \\%c", ErrBadRow, r.n, line[i])
+			}
+		}
+		r.buf = append(r.buf, c)
+	}
+	ends, nulls = append(ends, len(r.buf)), append(nulls, null)
+	if len(ends) != r.cols {
+		return nil, fmt.Errorf("%w %d: %d fields, want %d", ErrBadRow, r.n, len(ends), r.cols)
+	}
+	start := 0
+	for i, e := range ends {
+		if nulls[i] {
+			r.vals[i] = nil
+		} else {
+			r.vals[i] = r.buf[start:e:e]
+		}
+		start = e
+	}
+	return r.vals, nil
+}
+
+// readLine returns one line without its terminator. Escaped newlines never
+// appear raw, so a raw '\n' always ends a row.
+func (r *Reader) readLine() ([]byte, error) {
+	r.line = r.line[:0]
+	for {
+		frag, err := r.r.ReadSlice('\n')
+		r.line = append(r.line, frag...)
+		if err == nil {
+			return r.line[:len(r.line)-1], nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			if len(r.line) == 0 {
+				return nil, io.EOF
+			}
+			return nil, fmt.Errorf("%w %d: no line terminator (truncated data)", ErrBadRow, r.n+1)
+		}
+		return nil, err
+	}
+}

@@ -1,0 +1,113 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/schema"
+	"github.com/sluice-db/sluice/sqlgen"
+)
+
+// prepareTable makes sure target table tgt exists with src's definition. A
+// missing table is created from the source's CREATE TABLE. An existing one
+// must have the same columns and keys (a rerun finds its own table), and
+// when this task has loaded nothing into it yet it must be empty, because a
+// row already there would be doubled or silently kept.
+func (l *Loader) prepareTable(ctx context.Context, src *sluice.Table, tgt sluice.TableRef, started bool) error {
+	have, err := schema.Inspect(ctx, l.db, tgt)
+	if err != nil && !errors.Is(err, sluice.ErrUnknownTable) {
+		return fmt.Errorf("load: inspect %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
+	}
+	if have == nil {
+		return l.createTable(ctx, src, tgt)
+	}
+	if diff := definitionDiff(src, have); diff != "" {
+		return &sluice.Error{Op: "load: target table " + tgt.String(), Err: fmt.Errorf("%w from source %s: %s", sluice.ErrSchemaMismatch, src.Ref, diff),
+			Hint: "drop or rename the target table (sluice creates it), make it match the source, or exclude " + src.Ref.String() + " in tables.exclude"}
+	}
+	if started {
+		return nil
+	}
+	var one int
+	err = l.db.QueryRowContext(ctx, "SELECT 1 FROM "+tgt.Quoted()+" LIMIT 1").Scan(&one)
+	if err == nil {
+		return &sluice.Error{Op: "load: target table " + tgt.String(), Err: fmt.Errorf("%w: it already holds rows that this task did not load", sluice.ErrSchemaMismatch),
+			Hint: "empty or drop the target table, or exclude " + src.Ref.String() + " in tables.exclude"}
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("load: %w", dbconn.Classify(err, "target", l.cfg.Target))
+	}
+	return nil
+}
+
+func (l *Loader) createTable(ctx context.Context, src *sluice.Table, tgt sluice.TableRef) error {
+	create, err := sqlgen.CreateTableAs(src.CreateSQL, tgt)
+	if err != nil {
+		return fmt.Errorf("load: create %s: %w", tgt, err)
+	}
+	c, err := l.db.Conn(ctx)
+	if err != nil {
+		return dbconn.Classify(err, "target", l.cfg.Target)
+	}
+	defer c.Close()
+	// USE the schema so unqualified foreign key references resolve there.
+	for _, q := range []string{sqlgen.CreateDatabase(tgt.Schema), "USE " + sluice.QuoteIdent(tgt.Schema), create} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("load: create %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
+		}
+	}
+	return nil
+}
+
+// definitionDiff describes the first difference between two tables'
+// columns and keys, or returns "" when they match. It compares what
+// decides whether every source row fits and keeps its identity: names,
+// types, nullability, character sets, generated columns and unique keys.
+func definitionDiff(want, have *sluice.Table) string {
+	if len(want.Columns) != len(have.Columns) {
+		return fmt.Sprintf("%d columns, want %d", len(have.Columns), len(want.Columns))
+	}
+	for i, w := range want.Columns {
+		h := have.Columns[i]
+		switch {
+		case !strings.EqualFold(w.Name, h.Name):
+			return fmt.Sprintf("column %d is %s, want %s", i+1, h.Name, w.Name)
+		case !strings.EqualFold(w.FullType, h.FullType):
+			return fmt.Sprintf("column %s is %s, want %s", w.Name, h.FullType, w.FullType)
+		case w.Nullable != h.Nullable:
+			return fmt.Sprintf("column %s nullable=%v, want %v", w.Name, h.Nullable, w.Nullable)
+		case !strings.EqualFold(w.Charset, h.Charset):
+			return fmt.Sprintf("column %s charset %s, want %s", w.Name, h.Charset, w.Charset)
+		case w.Generated != h.Generated:
+			return fmt.Sprintf("column %s generated=%v, want %v", w.Name, h.Generated, w.Generated)
+		}
+	}
+	if fmt.Sprint(want.PK) != fmt.Sprint(have.PK) || want.PKIsPrimary != have.PKIsPrimary {
+		return "primary key differs"
+	}
+	if keySet(want.UniqueKeys) != keySet(have.UniqueKeys) {
+		return "unique keys differ"
+	}
+	return ""
+}
+
+func keySet(keys [][]int) string {
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		s[i] = fmt.Sprint(k)
+	}
+	// Order is by key name on each side; the set is what matters.
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return strings.Join(s, ";")
+}

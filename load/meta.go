@@ -1,0 +1,126 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/dumpfmt"
+	"github.com/sluice-db/sluice/sqlgen"
+)
+
+// meta is the load state kept in the target (see sqlgen.CheckpointDDL).
+type meta struct {
+	db     *sql.DB
+	schema string
+	task   string
+}
+
+func (m meta) table(name string) string { return sluice.QuoteIdent(m.schema) + "." + name }
+
+func (m meta) ensure(ctx context.Context) error {
+	for _, q := range sqlgen.CheckpointDDL(m.schema) {
+		if _, err := m.db.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tblKey names a target table in the checkpoint tables.
+func tblKey(t sluice.TableRef) string { return t.Quoted() }
+
+type chunkKey struct {
+	tbl   string
+	index int
+}
+
+// done returns the chunks this task has committed.
+func (m meta) done(ctx context.Context) (map[chunkKey]bool, error) {
+	rows, err := m.db.QueryContext(ctx, "SELECT tbl, chunk FROM "+m.table("load_checkpoint")+" WHERE task = ?", m.task)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[chunkKey]bool{}
+	for rows.Next() {
+		var k chunkKey
+		if err := rows.Scan(&k.tbl, &k.index); err != nil {
+			return nil, err
+		}
+		out[k] = true
+	}
+	return out, rows.Err()
+}
+
+// plans returns the persisted chunk plans by target table key.
+func (m meta) plans(ctx context.Context) (map[string]dumpfmt.Plan, error) {
+	rows, err := m.db.QueryContext(ctx, "SELECT tbl, plan FROM "+m.table("load_plan")+" WHERE task = ?", m.task)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]dumpfmt.Plan{}
+	for rows.Next() {
+		var tbl string
+		var b []byte
+		if err := rows.Scan(&tbl, &b); err != nil {
+			return nil, err
+		}
+		var p dumpfmt.Plan
+		if err := json.Unmarshal(b, &p); err != nil {
+			return nil, fmt.Errorf("checkpoint plan of %s: %w", tbl, err)
+		}
+		out[tbl] = p
+	}
+	return out, rows.Err()
+}
+
+// savePlan stores a table's plan unless one is stored already: the first
+// run's plan wins, so every run cuts the same chunks.
+func (m meta) savePlan(ctx context.Context, tbl sluice.TableRef, src sluice.TableRef, p dumpfmt.Plan) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = m.db.ExecContext(ctx, "INSERT IGNORE INTO "+m.table("load_plan")+" (task, tbl, source_tbl, plan) VALUES (?, ?, ?, ?)", m.task, tblKey(tbl), tblKey(src), string(b))
+	return err
+}
+
+// position returns the snapshot position of the task's first run.
+func (m meta) position(ctx context.Context) (*sluice.Position, error) {
+	var b []byte
+	err := m.db.QueryRowContext(ctx, "SELECT position FROM "+m.table("load_task")+" WHERE task = ?", m.task).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var p sluice.Position
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func (m meta) savePosition(ctx context.Context, p sluice.Position) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = m.db.ExecContext(ctx, "INSERT IGNORE INTO "+m.table("load_task")+" (task, position) VALUES (?, ?)", m.task, string(b))
+	return err
+}
+
+func (m meta) finish(ctx context.Context) error {
+	_, err := m.db.ExecContext(ctx, "UPDATE "+m.table("load_task")+" SET finished = CURRENT_TIMESTAMP(6) WHERE task = ?", m.task)
+	return err
+}
+
+func (m meta) checkpointSQL() string {
+	return "INSERT INTO " + m.table("load_checkpoint") + " (task, tbl, chunk, `rows`, bytes) VALUES (?, ?, ?, ?, ?)"
+}
