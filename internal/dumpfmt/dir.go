@@ -51,7 +51,9 @@ type ChunkMeta struct {
 }
 
 // Range is the chunk's key range.
-func (c ChunkMeta) Range() chunk.Range { return chunk.Range{Index: c.Index, Lo: c.Lo.Values(), Hi: c.Hi.Values()} }
+func (c ChunkMeta) Range() chunk.Range {
+	return chunk.Range{Index: c.Index, Lo: c.Lo.Values(), Hi: c.Hi.Values()}
+}
 
 // KeyPart is one key column's boundary value, typed so that binary values
 // come back as []byte (sent as _binary) and text as string.
