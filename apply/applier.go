@@ -1,0 +1,509 @@
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-db/sluice"
+)
+
+// txn is one source transaction held for scheduling.
+type txn struct {
+	ts      uint32
+	gtid    string
+	end     sluice.Position
+	changes []sluice.RowChange
+	bytes   int
+}
+
+// unit is a group of consecutive source transactions applied as one target
+// transaction by one worker.
+type unit struct {
+	seq    uint64 // commit order, 1-based within this run
+	worker int
+	txns   []*txn
+	keys   []uint64
+	bytes  int
+	rows   int
+}
+
+// Stats are the applier's counters.
+type Stats struct {
+	Applied   sluice.Position // the position after the last committed source transaction
+	Txns      uint64          // source transactions committed
+	Rows      uint64          // row changes committed
+	Commits   uint64          // target transactions committed
+	DDL       uint64
+	LastTime  uint32 // source timestamp of the last committed transaction, for lag
+	InFlight  int    // target transactions executing or waiting to commit
+	Conflicts uint64 // groups that had to wait because they conflicted with two workers
+}
+
+// Applier applies a decoded stream to the target. Submit is called by one
+// goroutine; Stats, Flush and Close may be called from any goroutine.
+type Applier struct {
+	cfg       Config
+	db        *sql.DB
+	ckptTable string
+	tables    sync.Map // *sluice.Table -> *tableInfo
+
+	in      chan sluice.StreamItem
+	flushes chan chan error
+	done    chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	workers []*worker
+	serial  *sql.Conn
+
+	mu         sync.Mutex
+	cond       *sync.Cond
+	owner      map[uint64]*unit
+	lastSeq    uint64
+	nextCommit uint64
+	baseSeq    uint64
+	pending    string // position of a DDL that may have run before a crash
+	err        error
+	stats      Stats
+
+	started   atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns an applier writing to db, which must accept multi-statement
+// batches (open it with OpenTarget or TargetConfig) and allow at least
+// Workers+2 connections. Call Start before Submit.
+func New(cfg Config, db *sql.DB) (*Applier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Applier{
+		cfg:       cfg,
+		db:        db,
+		ckptTable: sluice.QuoteIdent(cfg.MetaSchema) + ".apply_checkpoint",
+		in:        make(chan sluice.StreamItem, cfg.Queue),
+		flushes:   make(chan chan error),
+		done:      make(chan struct{}),
+		stop:      make(chan struct{}),
+		owner:     map[uint64]*unit{},
+	}
+	a.cond = sync.NewCond(&a.mu)
+	return a, nil
+}
+
+// Start creates the checkpoint tables if needed, opens the worker
+// connections and starts applying. The stream submitted next must begin
+// right after the position Checkpoint returns.
+func (a *Applier) Start(ctx context.Context) error {
+	if !a.started.CompareAndSwap(false, true) {
+		return errors.New("applier already started")
+	}
+	if err := a.ensureMeta(ctx); err != nil {
+		return err
+	}
+	r, err := a.readCheckpoint(ctx)
+	if err != nil {
+		return err
+	}
+	a.baseSeq, a.pending, a.stats.Applied = r.seq, r.pending, r.pos
+	a.nextCommit = 1
+	if a.serial, err = a.openConn(ctx); err != nil {
+		return err
+	}
+	for i := 0; i < a.cfg.Workers; i++ {
+		c, err := a.openConn(ctx)
+		if err != nil {
+			a.closeConns()
+			return err
+		}
+		w := &worker{a: a, id: i, conn: c, ch: make(chan *unit, 2)}
+		a.workers = append(a.workers, w)
+	}
+	for _, w := range a.workers {
+		a.wg.Add(1)
+		go func(w *worker) {
+			defer a.wg.Done()
+			w.run()
+		}(w)
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer close(a.done)
+		a.schedule()
+	}()
+	return nil
+}
+
+func (a *Applier) openConn(ctx context.Context) (*sql.Conn, error) {
+	c, err := a.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open target connection: %w", err)
+	}
+	// READ COMMITTED avoids gap locks between workers that touch different
+	// rows; foreign keys are checked on the source already, and parallel
+	// workers may insert a child before its parent's commit becomes
+	// visible; NO_AUTO_VALUE_ON_ZERO keeps explicit zero ids.
+	_, err = c.ExecContext(ctx, fmt.Sprintf("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; "+
+		"SET SESSION sql_mode='NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION', foreign_key_checks=0, "+
+		"innodb_lock_wait_timeout=%d, time_zone='+00:00', autocommit=1", int(a.cfg.LockWaitTimeout/time.Second)))
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("set up target session: %w", err)
+	}
+	return c, nil
+}
+
+func (a *Applier) closeConns() {
+	if a.serial != nil {
+		a.serial.Close()
+	}
+	for _, w := range a.workers {
+		w.conn.Close()
+	}
+}
+
+// Submit queues one stream item. It blocks while the queue is full, and
+// returns the applier's error once it has failed: the caller then stops
+// and restarts from Checkpoint.
+func (a *Applier) Submit(ctx context.Context, it sluice.StreamItem) error {
+	if err := a.Err(); err != nil {
+		return err
+	}
+	select {
+	case a.in <- it:
+		return nil
+	case <-a.done:
+		if err := a.Err(); err != nil {
+			return err
+		}
+		return errors.New("applier closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Flush waits until every item submitted before it that completes a
+// transaction is committed on the target.
+func (a *Applier) Flush(ctx context.Context) error {
+	ch := make(chan error, 1)
+	select {
+	case a.flushes <- ch:
+	case <-a.done:
+		return a.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Err is the error that stopped the applier, if any.
+func (a *Applier) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// Stats returns a snapshot of the counters.
+func (a *Applier) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.stats
+	s.InFlight = int(a.lastSeq + 1 - a.nextCommit)
+	return s
+}
+
+// Close stops the applier. Transactions not yet committed are rolled back
+// by the server when their connections close; the checkpoint covers
+// exactly what was committed.
+func (a *Applier) Close() error {
+	a.closeOnce.Do(func() {
+		if !a.started.Load() {
+			return
+		}
+		a.fail(errClosed)
+		close(a.stop)
+		a.wg.Wait()
+		a.closeConns()
+		if err := a.Err(); err != nil && !errors.Is(err, errClosed) {
+			a.closeErr = err
+		}
+	})
+	return a.closeErr
+}
+
+var errClosed = errors.New("applier closed")
+
+// fail records the first error and wakes everyone waiting.
+func (a *Applier) fail(err error) {
+	a.mu.Lock()
+	if a.err == nil {
+		a.err = err
+	}
+	a.cond.Broadcast()
+	a.mu.Unlock()
+}
+
+// schedule is the scheduler goroutine: it assembles transactions, groups
+// them into units and hands units to workers.
+func (a *Applier) schedule() {
+	s := &scheduler{a: a}
+	s.h.SetSeed(hashSeed)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-a.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		for _, w := range a.workers {
+			close(w.ch)
+		}
+	}()
+	for {
+		var it sluice.StreamItem
+		select {
+		case it = <-a.in:
+		default:
+			// The input ran dry: send what is grouped so far rather than wait.
+			if err := s.dispatchOpen(ctx); err != nil {
+				a.fail(err)
+				return
+			}
+			select {
+			case it = <-a.in:
+			case ch := <-a.flushes:
+				ch <- s.flush(ctx)
+				continue
+			case <-a.stop:
+				return
+			}
+		}
+		if err := s.handle(ctx, it); err != nil {
+			a.fail(err)
+			return
+		}
+	}
+}
+
+// scheduler is the state of the scheduler goroutine.
+type scheduler struct {
+	a    *Applier
+	h    maphash.Hash
+	cur  *txn  // transaction being assembled
+	open *unit // group being filled
+	big  *bigTxn
+}
+
+func (s *scheduler) flush(ctx context.Context) error {
+	if err := s.dispatchOpen(ctx); err != nil {
+		return err
+	}
+	return s.a.barrier()
+}
+
+func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
+	switch it.Kind {
+	case sluice.ItemBegin:
+		if s.big != nil {
+			return errors.New("apply: a transaction began inside a streamed transaction")
+		}
+		s.cur = &txn{gtid: it.GTID, ts: it.Timestamp}
+	case sluice.ItemRows:
+		if s.cur == nil {
+			return errors.New("apply: rows outside a transaction")
+		}
+		if s.big != nil {
+			return s.big.rows(ctx, it.Changes)
+		}
+		s.cur.changes = append(s.cur.changes, it.Changes...)
+		for i := range it.Changes {
+			s.cur.bytes += changeBytes(&it.Changes[i])
+		}
+		if s.cur.bytes > s.a.cfg.LargeTxnBytes {
+			return s.startBig(ctx)
+		}
+	case sluice.ItemCommit:
+		if s.cur == nil {
+			return nil // the stream started inside a transaction we already applied
+		}
+		s.cur.end = it.End
+		if s.big != nil {
+			err := s.big.commit(ctx, it.End)
+			s.big, s.cur = nil, nil
+			return err
+		}
+		t := s.cur
+		s.cur = nil
+		return s.add(ctx, t)
+	case sluice.ItemDDL:
+		s.cur = nil
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+		return s.a.applyDDL(ctx, it)
+	}
+	return nil
+}
+
+// changeBytes estimates the memory and SQL size of one change.
+func changeBytes(c *sluice.RowChange) int {
+	n := 64
+	for _, row := range [2][]any{c.Before, c.After} {
+		for _, v := range row {
+			switch x := v.(type) {
+			case string:
+				n += len(x) + 16
+			case []byte:
+				n += len(x) + 24
+			default:
+				n += 16
+			}
+		}
+	}
+	return n
+}
+
+// add puts a finished transaction into the open unit, first sending the
+// unit off when it is full.
+func (s *scheduler) add(ctx context.Context, t *txn) error {
+	if s.open != nil && (len(s.open.txns) >= s.a.cfg.Batch || s.open.bytes+t.bytes > s.a.cfg.BatchBytes) {
+		if err := s.dispatchOpen(ctx); err != nil {
+			return err
+		}
+	}
+	if s.open == nil {
+		s.open = &unit{}
+	}
+	u := s.open
+	for i := range t.changes {
+		c := &t.changes[i]
+		info, err := s.a.resolve(ctx, c.Table)
+		if err != nil {
+			return err
+		}
+		u.keys = addWriteset(u.keys, info, c, &s.h)
+	}
+	u.txns = append(u.txns, t)
+	u.bytes += t.bytes
+	u.rows += len(t.changes)
+	return nil
+}
+
+// dispatchOpen hands the open unit to a worker. A unit that conflicts with
+// uncommitted units of one worker goes to that worker, behind them; one
+// that conflicts with several waits until all but one have committed; one
+// without conflicts goes to the least busy worker.
+func (s *scheduler) dispatchOpen(ctx context.Context) error {
+	u := s.open
+	if u == nil {
+		return nil
+	}
+	s.open = nil
+	a := s.a
+	a.mu.Lock()
+	waited := false
+	for {
+		if a.err != nil {
+			a.mu.Unlock()
+			return a.err
+		}
+		w1, w2 := -1, -1
+		for _, k := range u.keys {
+			if o := a.owner[k]; o != nil {
+				if w1 < 0 || w1 == o.worker {
+					w1 = o.worker
+				} else {
+					w2 = o.worker
+					break
+				}
+			}
+		}
+		if w2 < 0 {
+			u.worker = w1
+			break
+		}
+		if !waited {
+			a.stats.Conflicts++
+			waited = true
+		}
+		a.cond.Wait()
+	}
+	if u.worker < 0 {
+		best := 0
+		for i, w := range a.workers {
+			if len(w.ch)+int(w.busy.Load()) < len(a.workers[best].ch)+int(a.workers[best].busy.Load()) {
+				best = i
+			}
+		}
+		u.worker = best
+	}
+	a.lastSeq++
+	u.seq = a.lastSeq
+	for _, k := range u.keys {
+		a.owner[k] = u
+	}
+	a.mu.Unlock()
+	select {
+	case a.workers[u.worker].ch <- u:
+		return nil
+	case <-ctx.Done():
+		return errClosed
+	}
+}
+
+// barrier waits until every dispatched unit has committed.
+func (a *Applier) barrier() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.err == nil && a.nextCommit <= a.lastSeq {
+		a.cond.Wait()
+	}
+	return a.err
+}
+
+// waitTurn blocks until seq may commit.
+func (a *Applier) waitTurn(seq uint64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.err == nil && a.nextCommit != seq {
+		a.cond.Wait()
+	}
+	return a.err
+}
+
+// committed records that u (or a serial transaction with u's seq) committed.
+func (a *Applier) committed(u *unit, end sluice.Position, txns, rows int, ts uint32) {
+	a.mu.Lock()
+	if u != nil {
+		for _, k := range u.keys {
+			if a.owner[k] == u {
+				delete(a.owner, k)
+			}
+		}
+	}
+	a.nextCommit++
+	a.stats.Applied = end
+	a.stats.Txns += uint64(txns)
+	a.stats.Rows += uint64(rows)
+	a.stats.Commits++
+	if ts != 0 {
+		a.stats.LastTime = ts
+	}
+	a.cond.Broadcast()
+	a.mu.Unlock()
+}

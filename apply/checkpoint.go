@@ -1,0 +1,170 @@
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/sqlgen"
+)
+
+// serialWorker is the checkpoint row of work done outside the workers:
+// DDL, streamed large transactions and the seeded start position.
+const serialWorker = -1
+
+// The checkpoint lives in the target. Each worker owns one row per task, so
+// parallel commits never wait on each other's checkpoint row lock; a row is
+// updated in the same transaction as the data it covers. Commits happen in
+// source order, so the row with the highest seq is the resume point.
+func (a *Applier) metaDDL() []string {
+	s := sluice.QuoteIdent(a.cfg.MetaSchema)
+	return []string{
+		"CREATE DATABASE IF NOT EXISTS " + s,
+		"CREATE TABLE IF NOT EXISTS " + s + `.apply_checkpoint (
+			task VARCHAR(128) NOT NULL,
+			worker INT NOT NULL,
+			seq BIGINT UNSIGNED NOT NULL,
+			binlog_file VARCHAR(512) NOT NULL,
+			binlog_pos BIGINT UNSIGNED NOT NULL,
+			gtid_set TEXT NOT NULL,
+			flavor VARCHAR(16) NOT NULL,
+			ddl_pending TEXT NULL,
+			updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
+			PRIMARY KEY (task, worker)) ENGINE=InnoDB`,
+		"CREATE TABLE IF NOT EXISTS " + s + `.apply_schema (
+			task VARCHAR(128) NOT NULL PRIMARY KEY,
+			seq BIGINT UNSIGNED NOT NULL,
+			state LONGBLOB NOT NULL) ENGINE=InnoDB`,
+	}
+}
+
+func (a *Applier) ensureMeta(ctx context.Context) error {
+	for _, q := range a.metaDDL() {
+		if _, err := a.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("create checkpoint tables in %s: %w", a.cfg.MetaSchema, err)
+		}
+	}
+	return nil
+}
+
+// appendCheckpoint appends the upsert of worker's checkpoint row.
+func (a *Applier) appendCheckpoint(b []byte, worker int, seq uint64, p sluice.Position) []byte {
+	return a.appendCheckpointPending(b, worker, seq, p, "")
+}
+
+// appendCheckpointPending is appendCheckpoint that also records a DDL
+// about to run (pending, may be empty).
+func (a *Applier) appendCheckpointPending(b []byte, worker int, seq uint64, p sluice.Position, pending string) []byte {
+	b = append(b, "INSERT INTO "...)
+	b = append(b, a.ckptTable...)
+	b = append(b, " (task,worker,seq,binlog_file,binlog_pos,gtid_set,flavor,ddl_pending) VALUES ("...)
+	b = sqlgen.AppendQuoted(b, a.cfg.Task)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(worker), 10)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, ',')
+	b = sqlgen.AppendQuoted(b, p.File)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, uint64(p.Pos), 10)
+	b = append(b, ',')
+	b = sqlgen.AppendQuoted(b, p.GTIDSet)
+	b = append(b, ',')
+	b = sqlgen.AppendQuoted(b, p.Flavor)
+	b = append(b, ',')
+	if pending == "" {
+		b = append(b, "NULL"...)
+	} else {
+		b = sqlgen.AppendQuoted(b, pending)
+	}
+	b = append(b, ") ON DUPLICATE KEY UPDATE seq=VALUES(seq),binlog_file=VALUES(binlog_file),binlog_pos=VALUES(binlog_pos),gtid_set=VALUES(gtid_set),flavor=VALUES(flavor),ddl_pending=VALUES(ddl_pending)"...)
+	return b
+}
+
+type checkpointRow struct {
+	seq     uint64
+	pos     sluice.Position
+	pending string
+	found   bool
+}
+
+func (a *Applier) readCheckpoint(ctx context.Context) (checkpointRow, error) {
+	var r checkpointRow
+	var pos uint64
+	err := a.db.QueryRowContext(ctx, "SELECT seq, binlog_file, binlog_pos, gtid_set, flavor FROM "+a.ckptTable+
+		" WHERE task=? ORDER BY seq DESC, worker LIMIT 1", a.cfg.Task).Scan(&r.seq, &r.pos.File, &pos, &r.pos.GTIDSet, &r.pos.Flavor)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return r, nil
+	case err != nil:
+		return r, fmt.Errorf("read checkpoint of task %s: %w", a.cfg.Task, err)
+	}
+	r.pos.Pos, r.found = uint32(pos), true
+	var pending sql.NullString
+	err = a.db.QueryRowContext(ctx, "SELECT ddl_pending FROM "+a.ckptTable+" WHERE task=? AND worker=?", a.cfg.Task, serialWorker).Scan(&pending)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("read checkpoint of task %s: %w", a.cfg.Task, err)
+	}
+	r.pending = pending.String
+	return r, nil
+}
+
+// Checkpoint returns the position to resume reading the source from: just
+// after the last source transaction committed on the target. ok is false
+// when the task has no checkpoint yet (see Seed).
+func (a *Applier) Checkpoint(ctx context.Context) (pos sluice.Position, ok bool, err error) {
+	if err := a.ensureMeta(ctx); err != nil {
+		return pos, false, err
+	}
+	r, err := a.readCheckpoint(ctx)
+	return r.pos, r.found, err
+}
+
+// SchemaState returns the schema tracker state saved with the last DDL
+// applied (nil if none), to restore the decoder's tracker on restart.
+func (a *Applier) SchemaState(ctx context.Context) ([]byte, error) {
+	if err := a.ensureMeta(ctx); err != nil {
+		return nil, err
+	}
+	var b []byte
+	err := a.db.QueryRowContext(ctx, "SELECT state FROM "+sluice.QuoteIdent(a.cfg.MetaSchema)+".apply_schema WHERE task=?", a.cfg.Task).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// Seed records the start position of a task that has no checkpoint yet:
+// the binlog position and GTID set of the full copy's snapshot, or the
+// position given for --mode incremental. schemaState (may be nil) is the
+// tracker state at that position. It does nothing when a checkpoint exists,
+// so a restarted task never goes back to its start.
+func (a *Applier) Seed(ctx context.Context, pos sluice.Position, schemaState []byte) error {
+	if err := a.ensureMeta(ctx); err != nil {
+		return err
+	}
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+a.ckptTable+" WHERE task=? FOR UPDATE", a.cfg.Task).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, string(a.appendCheckpoint(nil, serialWorker, 0, pos))); err != nil {
+		return fmt.Errorf("seed checkpoint: %w", err)
+	}
+	if schemaState != nil {
+		if _, err := tx.ExecContext(ctx, "REPLACE INTO "+sluice.QuoteIdent(a.cfg.MetaSchema)+".apply_schema (task, seq, state) VALUES (?,0,?)", a.cfg.Task, schemaState); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,116 @@
+// Package apply writes the decoded replication stream to the target. A
+// scheduler computes each transaction's writeset (primary and unique key
+// values per table) and runs transactions whose writesets do not conflict
+// on different connections at the same time, whatever commit grouping the
+// source used. Consecutive small transactions are grouped into one target
+// transaction (Batch) with consecutive INSERTs merged into multi-row
+// statements; target transactions commit in source order; and each one
+// writes the replication checkpoint in the same transaction as its data, so
+// a restart after kill -9 neither loses nor repeats a source transaction.
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/dbconn"
+)
+
+// Config tunes the applier.
+type Config struct {
+	// Task names the checkpoint rows; one target may serve many tasks.
+	Task string
+	// Workers is the number of target connections applying in parallel
+	// (task file: incremental.worker-count).
+	Workers int
+	// Batch is the most source transactions grouped into one target
+	// transaction (incremental.batch). Groups close early when the input
+	// runs dry, so a caught-up stream is applied with low latency.
+	Batch int
+	// BatchBytes bounds the SQL text sent in one round trip and the size of
+	// one target transaction group.
+	BatchBytes int
+	// LargeTxnBytes is the size (estimated from row values) at which a
+	// source transaction stops being held in memory and is streamed to the
+	// target as it is read, alone, in one target transaction.
+	LargeTxnBytes int
+	// MetaSchema holds the checkpoint tables on the target.
+	MetaSchema string
+	// Queue is how many stream items Submit buffers before it blocks.
+	Queue int
+	// LockWaitTimeout is the target session's innodb_lock_wait_timeout. A
+	// lock wait between workers (possible only through constraints the
+	// writeset cannot see, such as foreign keys) fails fast and the task
+	// restarts from its checkpoint.
+	LockWaitTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults (the task file's defaults for workers and batch).
+func DefaultConfig() Config {
+	return Config{
+		Task:            "task",
+		Workers:         16,
+		Batch:           100,
+		BatchBytes:      4 << 20,
+		LargeTxnBytes:   32 << 20,
+		MetaSchema:      "sluice_meta",
+		Queue:           4096,
+		LockWaitTimeout: 20 * time.Second,
+	}
+}
+
+// Validate checks every field.
+func (c Config) Validate() error {
+	bad := func(field, msg string) error {
+		return sluice.Errorf(sluice.ErrConfig, "applier", "set "+field+" to a valid value", "%s %s", field, msg)
+	}
+	switch {
+	case c.Task == "" || len(c.Task) > 128:
+		return bad("task", "must be 1-128 characters")
+	case c.Workers < 1 || c.Workers > 1024:
+		return bad("incremental.worker-count", fmt.Sprintf("is %d (1-1024)", c.Workers))
+	case c.Batch < 1:
+		return bad("incremental.batch", "must be positive")
+	case c.BatchBytes < 4096:
+		return bad("batch-bytes", "must be at least 4096")
+	case c.LargeTxnBytes < c.BatchBytes:
+		return bad("large-txn-bytes", "must be at least batch-bytes")
+	case c.MetaSchema == "":
+		return bad("meta-schema", "is empty")
+	case c.Queue < 1:
+		return bad("queue", "must be positive")
+	case c.LockWaitTimeout < time.Second:
+		return bad("lock-wait-timeout", "must be at least 1s")
+	}
+	return nil
+}
+
+// TargetConfig is the driver config the applier needs: dbconn's session
+// settings plus multi-statement batches, so that a whole group of
+// statements travels in one round trip.
+func TargetConfig(ep sluice.Endpoint) *mysql.Config {
+	c := dbconn.Config(ep, dbconn.Options{})
+	c.MultiStatements = true
+	return c
+}
+
+// OpenTarget opens a pool suitable for New: workers+2 connections.
+func OpenTarget(ctx context.Context, ep sluice.Endpoint, workers int) (*sql.DB, error) {
+	conn, err := mysql.NewConnector(TargetConfig(ep))
+	if err != nil {
+		return nil, &sluice.Error{Op: "configure target " + ep.Addr(), Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "check target.host, port and user in the task file"}
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(workers + 2)
+	db.SetMaxIdleConns(workers + 2)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, dbconn.Classify(err, "target", ep)
+	}
+	return db, nil
+}

@@ -1,0 +1,149 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/sqlgen"
+)
+
+// bigTxn streams one source transaction that is too large to hold: every
+// earlier transaction is committed first, then its rows go to the target
+// as they arrive, in one target transaction on the serial connection, and
+// the commit carries the checkpoint like any other.
+type bigTxn struct {
+	a        *Applier
+	bw       batchWriter
+	seq      uint64
+	rowsSeen int
+}
+
+func (s *scheduler) startBig(ctx context.Context) error {
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	a := s.a
+	a.mu.Lock()
+	a.lastSeq++
+	seq := a.lastSeq
+	a.mu.Unlock()
+	s.big = &bigTxn{a: a, seq: seq, bw: batchWriter{a: a, conn: a.serial}}
+	s.big.bw.buf = append(s.big.bw.buf, "START TRANSACTION"...)
+	held := s.cur.changes
+	s.cur.changes = nil // from here on rows are not held
+	return s.big.rows(ctx, held)
+}
+
+func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {
+	for i := range changes {
+		c := &changes[i]
+		info, err := b.a.resolve(ctx, c.Table)
+		if err != nil {
+			b.bw.rollback()
+			return err
+		}
+		if err := b.bw.change(ctx, c, info); err != nil {
+			b.bw.rollback()
+			return fmt.Errorf("apply large transaction: %w", err)
+		}
+	}
+	b.rowsSeen += len(changes)
+	return nil
+}
+
+func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
+	a := b.a
+	b.bw.sep()
+	b.bw.ins = nil
+	b.bw.buf = a.appendCheckpoint(b.bw.buf, serialWorker, a.baseSeq+b.seq, end)
+	b.bw.buf = append(b.bw.buf, ";COMMIT"...)
+	if err := b.bw.exec(ctx); err != nil {
+		b.bw.rollback()
+		return fmt.Errorf("commit large transaction (up to %s): %w", end, err)
+	}
+	a.committed(nil, end, 1, b.rowsSeen, 0)
+	return nil
+}
+
+// alreadyDone are the errors a DDL statement gives when it ran before a
+// crash that came before its checkpoint.
+var alreadyDone = map[uint16]bool{1007: true, 1008: true, 1050: true, 1051: true, 1054: true, 1060: true, 1061: true, 1068: true, 1091: true, 1146: true, 1826: true}
+
+// applyDDL runs a DDL item after every earlier transaction has committed.
+// DDL cannot share a transaction with the checkpoint, so it is made
+// idempotent instead: the decoder rewrites it with IF [NOT] EXISTS, and the
+// checkpoint row records the DDL as pending before it runs; if sluice dies
+// before the checkpoint moves past it, the restart runs it again and
+// accepts "already exists / does not exist" errors for that one statement.
+func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
+	a.mu.Lock()
+	a.lastSeq++
+	seq := a.lastSeq
+	applied := a.stats.Applied
+	a.mu.Unlock()
+	tolerant := a.pending != "" && a.pending == it.End.String()
+	if len(it.DDL) > 0 {
+		mark := a.appendCheckpointPending(nil, serialWorker, a.baseSeq+seq-1, applied, it.End.String())
+		if _, err := a.serial.ExecContext(ctx, string(mark)); err != nil {
+			return fmt.Errorf("mark DDL pending: %w", err)
+		}
+		if it.Schema != "" {
+			// Unqualified names inside the statement (foreign key parents)
+			// resolve in the statement's own schema; it may not exist yet.
+			if _, err := a.serial.ExecContext(ctx, "USE "+sluice.QuoteIdent(it.Schema)); err != nil && !isMySQLErr(err, 1049) {
+				return fmt.Errorf("apply DDL: %w", err)
+			}
+		}
+		for _, q := range it.DDL {
+			if _, err := a.serial.ExecContext(ctx, q); err != nil {
+				var me *mysql.MySQLError
+				if tolerant && errors.As(err, &me) && alreadyDone[me.Number] {
+					continue
+				}
+				return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, shortSQL(q), err),
+					Hint: "make the target accept the statement (or apply the change by hand), then restart the task"}
+			}
+		}
+	}
+	b := append([]byte(nil), "START TRANSACTION;"...)
+	b = a.appendCheckpoint(b, serialWorker, a.baseSeq+seq, it.End)
+	if it.SchemaState != nil {
+		b = append(b, ";REPLACE INTO "...)
+		b = append(b, sluice.QuoteIdent(a.cfg.MetaSchema)...)
+		b = append(b, ".apply_schema (task, seq, state) VALUES ("...)
+		b = sqlgen.AppendQuoted(b, a.cfg.Task)
+		b = append(b, ',')
+		b = sqlgen.AppendValue(b, a.baseSeq+seq)
+		b = append(b, ',')
+		b = sqlgen.AppendValue(b, it.SchemaState)
+		b = append(b, ')')
+	}
+	b = append(b, ";COMMIT"...)
+	if _, err := a.serial.ExecContext(ctx, string(b)); err != nil {
+		return fmt.Errorf("checkpoint DDL at %s: %w", it.End, err)
+	}
+	a.pending = ""
+	// Table shapes changed: resolve every table again.
+	a.tables.Range(func(k, _ any) bool { a.tables.Delete(k); return true })
+	a.mu.Lock()
+	a.stats.DDL++
+	a.mu.Unlock()
+	a.committed(nil, it.End, 1, 0, it.Timestamp)
+	return nil
+}
+
+func isMySQLErr(err error, n uint16) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == n
+}
+
+func shortSQL(q string) string {
+	if len(q) > 200 {
+		return q[:200] + "..."
+	}
+	return q
+}

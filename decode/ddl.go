@@ -1,0 +1,262 @@
+package decode
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/schema"
+)
+
+// Statements that reach the binlog as Query events but change no table
+// shape. They are skipped even when the TiDB parser cannot read them.
+var nonDDLPrefixes = []string{
+	"GRANT", "REVOKE", "CREATE USER", "DROP USER", "ALTER USER", "RENAME USER", "CREATE ROLE", "DROP ROLE",
+	"SET ", "FLUSH", "ANALYZE", "OPTIMIZE", "REPAIR", "CHECK", "INSTALL", "UNINSTALL",
+	"CREATE DEFINER", "CREATE OR REPLACE DEFINER", "CREATE TRIGGER", "DROP TRIGGER", "CREATE PROCEDURE", "DROP PROCEDURE",
+	"CREATE FUNCTION", "DROP FUNCTION", "CREATE EVENT", "ALTER EVENT", "DROP EVENT", "XA ",
+	"CREATE VIEW", "CREATE OR REPLACE VIEW", "ALTER VIEW", "DROP VIEW", "CREATE SERVER", "DROP SERVER",
+	"/*", "#",
+}
+
+func (d *Decoder) unsupported(pos sluice.Position, q string, err error) error {
+	return &sluice.Error{
+		Op:   fmt.Sprintf("replicate DDL at %s (%s)", posString(pos), shorten(q, 120)),
+		Err:  fmt.Errorf("%w: %v", sluice.ErrUnsupportedDDL, err),
+		Hint: "run the equivalent change on the target by hand, then resume from the position after this statement; or exclude the table",
+	}
+}
+
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func (d *Decoder) schemaSelected(s string) bool {
+	if systemSchemas[strings.ToLower(s)] {
+		return false
+	}
+	return d.cfg.SchemaSelected == nil || d.cfg.SchemaSelected(s)
+}
+
+func (d *Decoder) routeSchema(s string) string {
+	if d.cfg.RouteSchema == nil {
+		return s
+	}
+	return d.cfg.RouteSchema(s)
+}
+
+// ddl handles a statement outside a row transaction. Nothing is emitted
+// (and the tracker is not changed) unless every statement in the event is
+// understood, so an unsupported statement leaves nothing half-applied.
+func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32) error {
+	d.ddlGroup = false
+	stmts, err := d.tracker.Parse(q)
+	if err != nil {
+		for _, p := range nonDDLPrefixes {
+			if hasPrefixFold(q, p) {
+				return nil
+			}
+		}
+		if defaultSchema != "" && !d.schemaSelected(defaultSchema) && !mentionsSelected(q, d) {
+			return nil
+		}
+		return d.unsupported(pos, q, fmt.Errorf("cannot parse: %v", err))
+	}
+	verBefore := d.tracker.Version()
+	var out []string
+	for _, st := range stmts {
+		sqls, err := d.ddlStmt(defaultSchema, st)
+		if err != nil {
+			return d.unsupported(pos, q, err)
+		}
+		out = append(out, sqls...)
+	}
+	if len(out) == 0 && d.tracker.Version() == verBefore {
+		return nil
+	}
+	item := sluice.StreamItem{Kind: sluice.ItemDDL, GTID: d.gtid, Timestamp: ts, End: d.endPos(pos), DDL: out, Source: q}
+	if defaultSchema != "" && d.schemaSelected(defaultSchema) {
+		item.Schema = d.routeSchema(defaultSchema)
+	}
+	snap, err := d.tracker.Snapshot()
+	if err != nil {
+		return err
+	}
+	item.SchemaState = snap
+	// The tables' shapes changed: rebuild cached table maps.
+	clear(d.tables)
+	d.out = append(d.out, item)
+	return nil
+}
+
+// mentionsSelected is the conservative test for statements the parser
+// cannot read: any selected schema named in the text counts.
+func mentionsSelected(q string, d *Decoder) bool {
+	if d.cfg.SchemaSelected == nil {
+		return true
+	}
+	for _, w := range strings.FieldsFunc(q, func(r rune) bool { return r == ' ' || r == '.' || r == '`' || r == '(' || r == ',' }) {
+		if d.schemaSelected(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// ddlStmt applies one statement to the tracker and returns its target form.
+func (d *Decoder) ddlStmt(def string, st ast.StmtNode) ([]string, error) {
+	var names []*ast.TableName // every table name to route
+	switch s := st.(type) {
+	case *ast.CreateTableStmt:
+		if s.TemporaryKeyword != ast.TemporaryNone {
+			return nil, nil
+		}
+		names = []*ast.TableName{s.Table}
+		if s.ReferTable != nil {
+			names = append(names, s.ReferTable)
+		}
+		s.IfNotExists = true
+	case *ast.DropTableStmt:
+		if s.IsView || s.TemporaryKeyword != ast.TemporaryNone {
+			return nil, nil
+		}
+		var keep []*ast.TableName
+		for _, tn := range s.Tables {
+			if d.selected(schema.RefOf(tn, def)) {
+				keep = append(keep, tn)
+			}
+		}
+		if err := d.tracker.Apply(def, s); err != nil {
+			return nil, err
+		}
+		if len(keep) == 0 {
+			return nil, nil
+		}
+		s.Tables, s.IfExists = keep, true
+		return d.restoreRouted(def, s, keep)
+	case *ast.RenameTableStmt:
+		in, out := 0, 0
+		for _, tt := range s.TableToTables {
+			a, b := d.selected(schema.RefOf(tt.OldTable, def)), d.selected(schema.RefOf(tt.NewTable, def))
+			if a != b {
+				return nil, fmt.Errorf("renaming %s to %s moves a table into or out of the replicated tables", schema.RefOf(tt.OldTable, def), schema.RefOf(tt.NewTable, def))
+			}
+			if a {
+				in++
+			} else {
+				out++
+			}
+			names = append(names, tt.OldTable, tt.NewTable)
+		}
+		if in > 0 && out > 0 {
+			return nil, fmt.Errorf("one RENAME TABLE renames both replicated and other tables")
+		}
+	case *ast.TruncateTableStmt:
+		names = []*ast.TableName{s.Table}
+	case *ast.CreateIndexStmt:
+		names = []*ast.TableName{s.Table}
+		s.IfNotExists = true
+	case *ast.DropIndexStmt:
+		names = []*ast.TableName{s.Table}
+		s.IfExists = true
+	case *ast.AlterTableStmt:
+		names = []*ast.TableName{s.Table}
+		for _, sp := range s.Specs {
+			switch sp.Tp {
+			case ast.AlterTableAddColumns:
+				sp.IfNotExists = true
+			case ast.AlterTableDropColumn, ast.AlterTableDropIndex, ast.AlterTableModifyColumn, ast.AlterTableChangeColumn:
+				sp.IfExists = true
+			case ast.AlterTableAddConstraint:
+				if sp.Constraint != nil && sp.Constraint.Tp != ast.ConstraintPrimaryKey && sp.Constraint.Tp != ast.ConstraintForeignKey && sp.Constraint.Tp != ast.ConstraintCheck {
+					sp.Constraint.IfNotExists = true
+				}
+			case ast.AlterTableRenameTable:
+				a, b := d.selected(schema.RefOf(s.Table, def)), d.selected(schema.RefOf(sp.NewTable, def))
+				if a != b {
+					return nil, fmt.Errorf("ALTER TABLE ... RENAME moves %s into or out of the replicated tables", schema.RefOf(s.Table, def))
+				}
+				names = append(names, sp.NewTable)
+			}
+		}
+	case *ast.CreateDatabaseStmt:
+		if !d.schemaSelected(s.Name.O) {
+			return nil, nil
+		}
+		s.Name = ast.NewCIStr(d.routeSchema(s.Name.O))
+		s.IfNotExists = true
+		return restore(s)
+	case *ast.DropDatabaseStmt:
+		if err := d.tracker.Apply(def, s); err != nil {
+			return nil, err
+		}
+		if !d.schemaSelected(s.Name.O) {
+			return nil, nil
+		}
+		if t := d.routeSchema(s.Name.O); !strings.EqualFold(t, s.Name.O) {
+			return nil, fmt.Errorf("DROP DATABASE %s would drop the routed target schema %s, which may hold other sources' tables", s.Name.O, t)
+		}
+		s.IfExists = true
+		return restore(s)
+	case *ast.AlterDatabaseStmt:
+		if s.AlterDefaultDatabase || !d.schemaSelected(s.Name.O) {
+			return nil, nil
+		}
+		s.Name = ast.NewCIStr(d.routeSchema(s.Name.O))
+		return restore(s)
+	default:
+		if _, ok := st.(ast.DDLNode); ok && (def == "" || d.schemaSelected(def)) {
+			if isIgnoredDDL(st) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("%T is not replicated", st)
+		}
+		return nil, nil // GRANT, SET, FLUSH...: nothing to replicate
+	}
+	anySelected := false
+	for _, tn := range names {
+		anySelected = anySelected || d.selected(schema.RefOf(tn, def))
+	}
+	if !anySelected {
+		// Keep following the table in case it is renamed into the set later;
+		// a failure here concerns a table we do not replicate.
+		_ = d.tracker.Apply(def, st)
+		return nil, nil
+	}
+	if err := d.tracker.Apply(def, st); err != nil {
+		return nil, err
+	}
+	return d.restoreRouted(def, st, names)
+}
+
+func isIgnoredDDL(st ast.StmtNode) bool {
+	switch st.(type) {
+	case *ast.CreateViewStmt, *ast.CreateSequenceStmt, *ast.DropSequenceStmt, *ast.AlterSequenceStmt, *ast.CreatePlacementPolicyStmt:
+		return true
+	}
+	return false
+}
+
+// restoreRouted rewrites each table name to its explicit, routed target name.
+func (d *Decoder) restoreRouted(def string, st ast.StmtNode, names []*ast.TableName) ([]string, error) {
+	for _, tn := range names {
+		to := d.route(schema.RefOf(tn, def))
+		tn.Schema, tn.Name = ast.NewCIStr(to.Schema), ast.NewCIStr(to.Name)
+	}
+	return restore(st)
+}
+
+func restore(st ast.StmtNode) ([]string, error) {
+	var sb strings.Builder
+	if err := st.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &sb)); err != nil {
+		return nil, fmt.Errorf("rewrite statement: %w", err)
+	}
+	return []string{sb.String()}, nil
+}

@@ -1,0 +1,251 @@
+// Package decode turns binlog events into the replication stream the
+// applier consumes: transactions as Begin / Rows / Commit items and DDL
+// items rewritten for the target. Column names and keys come from the
+// table map's full row metadata (binlog_row_metadata=FULL) when the source
+// sends it, and otherwise from a schema.Tracker that follows the DDL in the
+// stream, never from the source's current schema.
+package decode
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/schema"
+)
+
+// Config tells the decoder which tables to keep and how to name them on the
+// target. The functions usually come from the task file (task.Config's
+// Selected, Route, RouteSchema and SchemaSelected).
+type Config struct {
+	Flavor         string                                // "mariadb" (default) or "mysql"
+	Selected       func(sluice.TableRef) bool            // nil: every non-system table
+	Route          func(sluice.TableRef) sluice.TableRef // nil: unchanged
+	RouteSchema    func(string) string                   // nil: unchanged
+	SchemaSelected func(string) bool                     // nil: every non-system schema
+	// GTIDPos is the source's GTID position at the start (MariaDB
+	// gtid_binlog_pos form "0-1-100,1-2-5", or a MySQL GTID set). The
+	// decoder extends it with each transaction, so every item's End carries
+	// the position to resume from.
+	GTIDPos string
+}
+
+var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "performance_schema": true, "sys": true}
+
+// DefaultConfig keeps every non-system table under its own name.
+func DefaultConfig() Config { return Config{Flavor: "mariadb"} }
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	switch c.Flavor {
+	case "", "mariadb", "mysql":
+	default:
+		return sluice.Errorf(sluice.ErrConfig, "decoder", "set flavor to mariadb or mysql", "unknown flavor %q", c.Flavor)
+	}
+	return nil
+}
+
+// NewParser returns a go-mysql binlog parser set up the way the decoder
+// expects its values: TIMESTAMPs as UTC text (the applier's sessions run in
+// UTC), DATETIME and DECIMAL as exact text.
+func NewParser(flavor string) *replication.BinlogParser {
+	p := replication.NewBinlogParser()
+	if flavor == "" {
+		flavor = "mariadb"
+	}
+	p.SetFlavor(flavor)
+	p.SetTimestampStringLocation(time.UTC)
+	p.SetParseTime(false)
+	p.SetUseDecimal(false)
+	p.SetVerifyChecksum(false)
+	return p
+}
+
+// Decoder turns events into stream items. It is driven by one goroutine.
+type Decoder struct {
+	cfg     Config
+	tracker *schema.Tracker
+
+	inTxn     bool
+	gtid      string // GTID of the current group
+	ddlGroup  bool   // the current group is a standalone (DDL) group
+	maria     map[uint32]mysql.MariadbGTID
+	mysqlSet  *mysql.MysqlGTIDSet
+	gtidPos   string // formatted GTID position after the last finished group
+	gtidDirty bool
+
+	tables map[string]*tableEntry
+	out    []sluice.StreamItem
+}
+
+// New returns a decoder. tracker may be nil when the source always sends
+// full row metadata; it is required to follow DDL without it.
+func New(cfg Config, tracker *schema.Tracker) (*Decoder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Flavor == "" {
+		cfg.Flavor = "mariadb"
+	}
+	if tracker == nil {
+		tracker = schema.NewTracker()
+	}
+	d := &Decoder{cfg: cfg, tracker: tracker, maria: map[uint32]mysql.MariadbGTID{}, tables: map[string]*tableEntry{}}
+	if err := d.seedGTID(cfg.GTIDPos); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Tracker is the schema tracker the decoder maintains.
+func (d *Decoder) Tracker() *schema.Tracker { return d.tracker }
+
+func (d *Decoder) seedGTID(pos string) error {
+	pos = strings.TrimSpace(pos)
+	if d.cfg.Flavor == "mysql" {
+		s, err := mysql.ParseMysqlGTIDSet(pos)
+		if err != nil {
+			return sluice.Errorf(sluice.ErrConfig, "decoder", "pass the source's executed GTID set", "bad GTID set %q: %v", pos, err)
+		}
+		d.mysqlSet = s.(*mysql.MysqlGTIDSet)
+		d.gtidPos = d.mysqlSet.String()
+		return nil
+	}
+	if pos != "" {
+		for _, part := range strings.Split(pos, ",") {
+			g, err := mysql.ParseMariadbGTID(strings.TrimSpace(part))
+			if err != nil {
+				return sluice.Errorf(sluice.ErrConfig, "decoder", "pass a MariaDB GTID position like 0-1-100", "bad GTID position %q: %v", pos, err)
+			}
+			d.maria[g.DomainID] = *g
+		}
+	}
+	d.gtidDirty = true
+	d.formatGTID()
+	return nil
+}
+
+func (d *Decoder) formatGTID() string {
+	if !d.gtidDirty {
+		return d.gtidPos
+	}
+	d.gtidDirty = false
+	if d.cfg.Flavor == "mysql" {
+		d.gtidPos = d.mysqlSet.String()
+		return d.gtidPos
+	}
+	if len(d.maria) == 1 {
+		for _, g := range d.maria {
+			d.gtidPos = g.String()
+		}
+		return d.gtidPos
+	}
+	doms := make([]int, 0, len(d.maria))
+	for k := range d.maria {
+		doms = append(doms, int(k))
+	}
+	sort.Ints(doms)
+	parts := make([]string, len(doms))
+	for i, k := range doms {
+		g := d.maria[uint32(k)]
+		parts[i] = g.String()
+	}
+	d.gtidPos = strings.Join(parts, ",")
+	return d.gtidPos
+}
+
+// endPos is pos with the GTID position after the current group.
+func (d *Decoder) endPos(pos sluice.Position) sluice.Position {
+	pos.GTIDSet = d.formatGTID()
+	pos.Flavor = d.cfg.Flavor
+	return pos
+}
+
+// Feed decodes one event. pos is the position just after the event (its
+// file and the header's log position). The returned items are valid until
+// the next call to Feed.
+func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]sluice.StreamItem, error) {
+	d.out = d.out[:0]
+	ts := ev.Header.Timestamp
+	switch e := ev.Event.(type) {
+	case *replication.MariadbGTIDEvent:
+		d.gtid = e.GTID.String()
+		d.maria[e.GTID.DomainID] = e.GTID
+		d.gtidDirty = true
+		d.ddlGroup = e.IsStandalone()
+		if !d.ddlGroup {
+			d.begin(ts)
+		}
+	case *replication.GTIDEvent:
+		next, err := e.GTIDNext()
+		if err != nil {
+			return nil, fmt.Errorf("decode GTID event at %s: %w", pos, err)
+		}
+		d.gtid = next.String()
+		if err := d.mysqlSet.Update(d.gtid); err != nil {
+			return nil, fmt.Errorf("decode GTID event at %s: %w", pos, err)
+		}
+		d.gtidDirty = true
+		d.ddlGroup = false
+	case *replication.QueryEvent:
+		return d.out, d.query(e, pos, ts)
+	case *replication.XIDEvent:
+		d.commit(pos, ts)
+	case *replication.TableMapEvent:
+		// Kept by the parser and reached through each RowsEvent.Table.
+	case *replication.RowsEvent:
+		if !d.inTxn {
+			d.begin(ts)
+		}
+		return d.out, d.rows(ev.Header.EventType, e, pos, ts)
+	}
+	return d.out, nil
+}
+
+func (d *Decoder) begin(ts uint32) {
+	d.inTxn = true
+	d.out = append(d.out, sluice.StreamItem{Kind: sluice.ItemBegin, GTID: d.gtid, Timestamp: ts})
+}
+
+func (d *Decoder) commit(pos sluice.Position, ts uint32) {
+	if !d.inTxn {
+		return
+	}
+	d.inTxn = false
+	d.out = append(d.out, sluice.StreamItem{Kind: sluice.ItemCommit, GTID: d.gtid, Timestamp: ts, End: d.endPos(pos)})
+}
+
+func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint32) error {
+	q := strings.TrimSpace(string(e.Query))
+	switch {
+	case strings.EqualFold(q, "BEGIN"):
+		if !d.inTxn {
+			d.begin(ts)
+		}
+		return nil
+	case strings.EqualFold(q, "COMMIT"), strings.EqualFold(q, "ROLLBACK"):
+		d.commit(pos, ts)
+		return nil
+	case hasPrefixFold(q, "SAVEPOINT"), hasPrefixFold(q, "ROLLBACK TO"), hasPrefixFold(q, "RELEASE SAVEPOINT"):
+		return nil
+	}
+	if d.inTxn && !d.ddlGroup {
+		// A statement inside a row-based transaction (e.g. a temporary table
+		// under ROW format) changes no replicated table.
+		return nil
+	}
+	return d.ddl(string(e.Schema), q, pos, ts)
+}
+
+func hasPrefixFold(s, p string) bool {
+	return len(s) >= len(p) && strings.EqualFold(s[:len(p)], p)
+}
+
+// Pos formats a position for messages.
+func posString(p sluice.Position) string { return p.File + ":" + strconv.FormatUint(uint64(p.Pos), 10) }
