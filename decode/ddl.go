@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -23,9 +24,12 @@ var nonDDLPrefixes = []string{
 }
 
 func (d *Decoder) unsupported(pos sluice.Position, q string, err error) error {
+	if !errors.Is(err, sluice.ErrUnsupportedDDL) {
+		err = fmt.Errorf("%w: %v", sluice.ErrUnsupportedDDL, err)
+	}
 	return &sluice.Error{
 		Op:   fmt.Sprintf("replicate DDL at %s (%s)", posString(pos), shorten(q, 120)),
-		Err:  fmt.Errorf("%w: %v", sluice.ErrUnsupportedDDL, err),
+		Err:  err,
 		Hint: "run the equivalent change on the target by hand, then resume from the position after this statement; or exclude the table",
 	}
 }

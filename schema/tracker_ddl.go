@@ -224,7 +224,7 @@ func (t *Tracker) alter(ref sluice.TableRef, s *ast.AlterTableStmt, defaultSchem
 			ast.AlterTableIndexInvisible, ast.AlterTableOrderByColumns:
 			// No change to columns or unique keys.
 		default:
-			return unsupported("ALTER TABLE %s: this kind of change (type %d) is not replicated", ref, sp.Tp)
+			return unsupported("ALTER TABLE %s: %s is not replicated", ref, specName(sp.Tp))
 		}
 	}
 	if renameTo != nil {
@@ -387,4 +387,16 @@ func renameKeyColumn(d *tableDef, old, nw string) {
 			}
 		}
 	}
+}
+
+func specName(tp ast.AlterTableType) string {
+	switch tp {
+	case ast.AlterTablePartition, ast.AlterTableAddPartitions, ast.AlterTableCoalescePartitions, ast.AlterTableDropPartition,
+		ast.AlterTableTruncatePartition, ast.AlterTableRemovePartitioning, ast.AlterTableReorganizePartition,
+		ast.AlterTableExchangePartition, ast.AlterTableRebuildPartition, ast.AlterTablePartitionOptions:
+		return "partitioning"
+	case ast.AlterTableImportTablespace, ast.AlterTableDiscardTablespace:
+		return "tablespace import/discard"
+	}
+	return fmt.Sprintf("this kind of change (%d)", tp)
 }

@@ -1,0 +1,3 @@
+package apply_test
+
+func childMain() int { return 0 }
