@@ -73,11 +73,16 @@ func rowHashExpr(t *sluice.Table) string {
 // SUM(low half) for the rows of ref within the range condition where. t is
 // the source definition: the same expression runs on both servers, and ref
 // is the name on the server it runs on.
+//
+// The LIMIT keeps the optimizer from merging the derived table into the
+// outer query: merged, each of the two references to h evaluates the row's
+// MD5 again, which measured about twice as slow as materializing the
+// chunk's hashes (32 bytes a row) in a temporary table.
 func checksumQuery(t *sluice.Table, ref sluice.TableRef, where string) string {
 	return fmt.Sprintf("SELECT COUNT(*), "+
 		"COALESCE(SUM(CAST(CONV(LEFT(h, 16), 16, 10) AS UNSIGNED)), 0), "+
 		"COALESCE(SUM(CAST(CONV(RIGHT(h, 16), 16, 10) AS UNSIGNED)), 0) "+
-		"FROM (SELECT %s AS h FROM %s WHERE %s) AS v", rowHashExpr(t), ref.Quoted(), where)
+		"FROM (SELECT %s AS h FROM %s WHERE %s LIMIT 18446744073709551615) AS v", rowHashExpr(t), ref.Quoted(), where)
 }
 
 // rowsQuery returns the key columns and the row hash of every row of ref in
