@@ -36,7 +36,7 @@ type Req struct {
 	Amount int `json:"amount"`
 	// Results maps a handler name (TransIn, TransOutCompensate, TransInTry...)
 	// to what it answers instead of doing its work: FAILURE, ONGOING, ERROR,
-	// or ERRORxN (an error for the first N calls of that gid, then normal).
+	// or ERRORxN / ONGOINGxN (for the first N calls of that gid, then normal).
 	Results map[string]string `json:"results,omitempty"`
 	// SleepMS makes a handler wait before answering.
 	SleepMS map[string]int `json:"sleep_ms,omitempty"`
@@ -215,13 +215,17 @@ func (b *Busi) injected(gid, name, res string) (int, string, bool) {
 		return http.StatusTooEarly, "ONGOING", true
 	case res == "ERROR":
 		return http.StatusInternalServerError, "injected error", true
-	case strings.HasPrefix(res, "ERRORx"):
-		n, _ := strconv.Atoi(strings.TrimPrefix(res, "ERRORx"))
+	case strings.HasPrefix(res, "ERRORx"), strings.HasPrefix(res, "ONGOINGx"):
+		kind, count, _ := strings.Cut(res, "x")
+		n, _ := strconv.Atoi(count)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		k := gid + "/" + name
 		if b.errors[k] < n {
 			b.errors[k]++
+			if kind == "ONGOING" {
+				return http.StatusTooEarly, "ONGOING", true
+			}
 			return http.StatusInternalServerError, "injected error", true
 		}
 	}
