@@ -377,3 +377,28 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestSchemaTables(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE st",
+		"CREATE TABLE st.b (id INT PRIMARY KEY)",
+		"CREATE TABLE st.a (id INT PRIMARY KEY)",
+		"CREATE VIEW st.v AS SELECT id FROM st.a",
+		"INSERT INTO st.a VALUES (1)",
+	}, nil, nil)
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	refs, err := verify.SchemaTables(context.Background(), src, "st")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(refs) != "[st.a st.b]" {
+		t.Fatalf("tables %v, want [st.a st.b]", refs)
+	}
+	rep, err := verify.Run(context.Background(), verify.DefaultConfig(), src, sandboxtest.MustOpen(t, dstInst, ""), refs)
+	if err != nil || !rep.Equal() {
+		t.Fatalf("equal schema: %v %v", err, rep.Err())
+	}
+	if _, err := verify.SchemaTables(context.Background(), src, "st", "nosuch"); !errors.Is(err, sluice.ErrUnknownTable) || !strings.Contains(err.Error(), `"nosuch"`) {
+		t.Fatalf("unknown schema: %v", err)
+	}
+}
