@@ -165,6 +165,9 @@ func replicate(ctx context.Context, src *sandbox.Instance, o runOpts) (apply.Sta
 	}
 	dcfg := decode.DefaultConfig()
 	dcfg.GTIDPos, dcfg.Selected, dcfg.Route = start.GTIDSet, o.keep, o.route
+	if o.route != nil {
+		dcfg.RouteSchema = func(s string) string { return o.route(sluice.TableRef{Schema: s}).Schema }
+	}
 	if o.keep != nil {
 		dcfg.SchemaSelected = func(s string) bool { return o.keep(sluice.TableRef{Schema: s, Name: "*"}) }
 	}
