@@ -13,6 +13,9 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // DefaultTable is dtm's barrier table.
@@ -133,13 +136,25 @@ func (b *Barrier) Call(ctx context.Context, tx *sql.Tx, fn func(*sql.Tx) error) 
 	return fn(tx)
 }
 
-// CallWithDB begins a transaction on db and runs Call in it.
+// CallWithDB begins a transaction on db and runs Call in it. Racing
+// duplicates of one branch call can deadlock on the barrier's unique key;
+// InnoDB then rolls the loser back whole, and it is retried here (as the
+// coordinator would retry it) a few times.
 func (b *Barrier) CallWithDB(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		id := b.barrierID
+		err = b.Call(ctx, tx, fn)
+		var me *mysql.MySQLError
+		if attempt >= 5 || !errors.As(err, &me) || me.Number != 1213 {
+			return err
+		}
+		b.barrierID = id
+		time.Sleep(time.Duration(attempt) * time.Millisecond)
 	}
-	return b.Call(ctx, tx, fn)
 }
 
 // QueryPrepared answers a 2-phase message's back-check: nil if the local
