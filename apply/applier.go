@@ -43,6 +43,9 @@ type Stats struct {
 	LastTime  uint32 // source timestamp of the last committed transaction, for lag
 	InFlight  int    // target transactions executing or waiting to commit
 	Conflicts uint64 // groups that had to wait because they conflicted with two workers
+	// MaxInFlight is the most target transactions that were executing or
+	// waiting to commit at once: how much parallelism the writesets allowed.
+	MaxInFlight int
 }
 
 // Applier applies a decoded stream to the target. Submit is called by one
@@ -454,6 +457,9 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 	}
 	a.lastSeq++
 	u.seq = a.lastSeq
+	if n := int(a.lastSeq + 1 - a.nextCommit); n > a.stats.MaxInFlight {
+		a.stats.MaxInFlight = n
+	}
 	for _, k := range u.keys {
 		a.owner[k] = u
 	}

@@ -90,7 +90,9 @@ func TestSchemaChangesWithRowsInFlight(t *testing.T) {
 		t.Fatal(werr)
 	}
 	until := sourcePos(t, src)
-	keep := func(r sluice.TableRef) bool { return strings.EqualFold(r.Schema, "sc") && !strings.EqualFold(r.Name, "skip") }
+	keep := func(r sluice.TableRef) bool {
+		return strings.EqualFold(r.Schema, "sc") && !strings.EqualFold(r.Name, "skip")
+	}
 	route := func(r sluice.TableRef) sluice.TableRef { r.Schema = "sc_t"; return r }
 	st, err := replicate(context.Background(), minimal, runOpts{task: "schema", workers: 4, until: until, keep: keep, route: route})
 	if err != nil {
