@@ -11,6 +11,7 @@ package verify
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluice-db/sluice"
 )
@@ -31,15 +32,25 @@ type Config struct {
 	// memory, which is skipped above this many source rows (the table is
 	// then only reported as different).
 	MaxKeylessRows int
+	// Rechecks is how many more times a chunk whose checksums differ is
+	// checksummed again, RecheckDelay apart, before it is drilled into and
+	// reported. 0 (the default) suits a static pair; a few rechecks let a
+	// pair that has just caught up with replication settle.
+	Rechecks     int
+	RecheckDelay time.Duration
 	// Route maps a source table to its name on the target; nil keeps the
 	// name. Pass task.Config.Route to follow a task's routes.
 	Route func(sluice.TableRef) sluice.TableRef
+
+	// hook lets tests act at a point of a chunk's check ("recheck": before
+	// a recheck's delay; "drill": before a drill-down), deterministically.
+	hook func(point string, source sluice.TableRef, chunk int)
 }
 
 // DefaultConfig returns the defaults: 4 threads, chunks of 10,000 rows and
 // up to 100 differing keys per table.
 func DefaultConfig() Config {
-	return Config{Threads: 4, RowsPerChunk: 10000, MaxDiffs: 100, MaxKeylessRows: 1000000}
+	return Config{Threads: 4, RowsPerChunk: 10000, MaxDiffs: 100, MaxKeylessRows: 1000000, RecheckDelay: time.Second}
 }
 
 // Validate names the first field that is out of range.
@@ -56,6 +67,10 @@ func (c Config) Validate() error {
 		return bad("max-diffs", fmt.Sprintf("is %d (0 or more)", c.MaxDiffs))
 	case c.MaxKeylessRows < 0:
 		return bad("max-keyless-rows", fmt.Sprintf("is %d (0 or more)", c.MaxKeylessRows))
+	case c.Rechecks < 0 || c.Rechecks > 100:
+		return bad("rechecks", fmt.Sprintf("is %d (0-100)", c.Rechecks))
+	case c.RecheckDelay < 0:
+		return bad("recheck-delay", fmt.Sprintf("is %s (0 or more)", c.RecheckDelay))
 	}
 	return nil
 }
@@ -65,4 +80,10 @@ func (c Config) route(t sluice.TableRef) sluice.TableRef {
 		return t
 	}
 	return c.Route(t)
+}
+
+func (c Config) at(point string, source sluice.TableRef, chunk int) {
+	if c.hook != nil {
+		c.hook(point, source, chunk)
+	}
 }

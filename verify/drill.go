@@ -22,7 +22,8 @@ type srcRow struct {
 // a chunk is bounded by the plan (about RowsPerChunk rows), so it is held
 // in memory; the target side, which may hold any number of extra rows, is
 // streamed past it. Both come in key order, which orders the report.
-func (r *runner) drillKeyed(ctx context.Context, st *tableState, chunkIdx int, where string, args []any) error {
+// It reports whether any difference was found.
+func (r *runner) drillKeyed(ctx context.Context, st *tableState, chunkIdx int, where string, args []any) (bool, error) {
 	t := st.t
 	nk := len(t.PK)
 	var rows []srcRow
@@ -36,7 +37,7 @@ func (r *runner) drillKeyed(ctx context.Context, st *tableState, chunkIdx int, w
 		rows = append(rows, srcRow{vals: vals, hash: string(v[nk])})
 	})
 	if err != nil {
-		return fmt.Errorf("drill down on source: %w", err)
+		return false, fmt.Errorf("drill down on source: %w", err)
 	}
 
 	// Each pass meets its keys in key order, so the first max of each pass
@@ -69,7 +70,7 @@ func (r *runner) drillKeyed(ctx context.Context, st *tableState, chunkIdx int, w
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("drill down on target %s: %w", st.res.Target, err)
+		return false, fmt.Errorf("drill down on target %s: %w", st.res.Target, err)
 	}
 	for i := range rows {
 		if !rows[i].seen {
@@ -80,22 +81,23 @@ func (r *runner) drillKeyed(ctx context.Context, st *tableState, chunkIdx int, w
 		}
 	}
 	st.record(chunkIdx, append(fromTarget, fromSource...), missing, extra, different)
-	return nil
+	return missing+extra+different > 0, nil
 }
 
 // drillKeyless compares a table without a key as a multiset of row
-// hashes. A changed row shows as one missing and one extra row.
-func (r *runner) drillKeyless(ctx context.Context, st *tableState, srcRows int64) error {
+// hashes. A changed row shows as one missing and one extra row. It
+// reports whether the difference is explained (counted, or too big to count).
+func (r *runner) drillKeyless(ctx context.Context, st *tableState, srcRows int64) (bool, error) {
 	if srcRows > int64(r.cfg.MaxKeylessRows) {
 		st.mu.Lock()
 		st.res.Detail = fmt.Sprintf("table has no key and %d rows (more than max-keyless-rows %d), so differing rows were not counted", srcRows, r.cfg.MaxKeylessRows)
 		st.mu.Unlock()
-		return nil
+		return true, nil
 	}
 	counts := map[string]int{}
 	err := scanRows(ctx, r.src, hashesQuery(st.t, st.res.Source), nil, 1, func(v []sql.RawBytes) { counts[string(v[0])]++ })
 	if err != nil {
-		return fmt.Errorf("drill down on source: %w", err)
+		return false, fmt.Errorf("drill down on source: %w", err)
 	}
 	var missing, extra int64
 	err = scanRows(ctx, r.dst, hashesQuery(st.t, st.res.Target), nil, 1, func(v []sql.RawBytes) {
@@ -107,7 +109,7 @@ func (r *runner) drillKeyless(ctx context.Context, st *tableState, srcRows int64
 		extra++
 	})
 	if err != nil {
-		return fmt.Errorf("drill down on target %s: %w", st.res.Target, err)
+		return false, fmt.Errorf("drill down on target %s: %w", st.res.Target, err)
 	}
 	for _, n := range counts {
 		missing += int64(n)
@@ -116,7 +118,7 @@ func (r *runner) drillKeyless(ctx context.Context, st *tableState, srcRows int64
 	st.res.Detail = "table has no key: rows were compared by content, so a changed row counts as one missing and one extra"
 	st.mu.Unlock()
 	st.record(0, nil, missing, extra, 0)
-	return nil
+	return missing+extra > 0, nil
 }
 
 // scanRows runs query and calls fn with each row's n columns; the bytes

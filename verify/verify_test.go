@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluice-db/sluice"
@@ -365,6 +367,8 @@ func TestConfigValidate(t *testing.T) {
 		"rows-per-chunk":   func(c *verify.Config) { c.RowsPerChunk = 0 },
 		"max-diffs":        func(c *verify.Config) { c.MaxDiffs = -1 },
 		"max-keyless-rows": func(c *verify.Config) { c.MaxKeylessRows = -1 },
+		"rechecks":         func(c *verify.Config) { c.Rechecks = 101 },
+		"recheck-delay":    func(c *verify.Config) { c.RecheckDelay = -1 },
 	} {
 		c := verify.DefaultConfig()
 		mutate(&c)
@@ -400,5 +404,63 @@ func TestSchemaTables(t *testing.T) {
 	}
 	if _, err := verify.SchemaTables(context.Background(), src, "st", "nosuch"); !errors.Is(err, sluice.ErrUnknownTable) || !strings.Contains(err.Error(), `"nosuch"`) {
 		t.Fatalf("unknown schema: %v", err)
+	}
+}
+
+func TestRechecksLetAChangingPairSettle(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE rc",
+		"CREATE TABLE rc.t (id INT PRIMARY KEY, v INT)",
+		"INSERT INTO rc.t SELECT seq, seq FROM rc.seq_1_to_100",
+	}, nil, []string{"DELETE FROM rc.t WHERE id IN (5, 95)"})
+	dst := sandboxtest.MustOpen(t, dstInst, "")
+	var mu sync.Mutex
+	var points []string
+	hook := func(fix string) func(string, sluice.TableRef, int) {
+		return func(point string, ref sluice.TableRef, chunk int) {
+			mu.Lock()
+			defer mu.Unlock()
+			points = append(points, fmt.Sprintf("%s %s %d", point, ref, chunk))
+			if fix != "" && len(points) == 1 {
+				sandboxtest.MustExec(t, dst, fix)
+			}
+		}
+	}
+	cfg := small(2, 50)
+	cfg.Rechecks, cfg.RecheckDelay = 2, 0
+
+	// Both differences persist: each chunk is checked three times, then
+	// drilled into.
+	verify.SetHook(&cfg, hook(""))
+	r := run(t, cfg, "rc.t").Tables[0]
+	wantCounts(t, r, verify.StatusDifferent, 2, 0, 0)
+	wantDiffs(t, r, "id=5: missing", "id=95: missing")
+	sort.Strings(points)
+	if got := strings.Join(points, "; "); got != "drill rc.t 0; drill rc.t 1; recheck rc.t 0; recheck rc.t 0; recheck rc.t 1; recheck rc.t 1" {
+		t.Fatalf("hook points: %s", got)
+	}
+
+	// A writer repairs id 95 before the first recheck: chunk 1 settles.
+	sandboxtest.MustExec(t, dst, "INSERT INTO rc.t VALUES (5, 5)")
+	points = nil
+	verify.SetHook(&cfg, hook("INSERT INTO rc.t VALUES (95, 95)"))
+	r = run(t, cfg, "rc.t").Tables[0]
+	if !r.Equal() || r.TargetRows != 100 {
+		t.Fatalf("after repair: %+v", r)
+	}
+	if len(points) != 1 || points[0] != "recheck rc.t 1" {
+		t.Fatalf("hook points: %v", points)
+	}
+
+	// Without rechecks, a repair between checksum and drill-down leaves a
+	// difference with no key to name, and the report says why.
+	sandboxtest.MustExec(t, dst, "DELETE FROM rc.t WHERE id = 95")
+	points = nil
+	cfg.Rechecks = 0
+	verify.SetHook(&cfg, hook("INSERT INTO rc.t VALUES (95, 95)"))
+	r = run(t, cfg, "rc.t").Tables[0]
+	wantCounts(t, r, verify.StatusDifferent, 0, 0, 0)
+	if r.DiffChunks != 1 || !strings.Contains(r.Detail, "changing during verify") {
+		t.Fatalf("transient difference: %+v", r)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +27,8 @@ type verifyFlags struct {
 	maxDiffs     int
 	tables       []string
 	json         bool
+	rechecks     int
+	recheckDelay time.Duration
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -53,6 +56,8 @@ On a pair that is still replicating, rows in flight show as differences.`,
 	fl.IntVar(&f.maxDiffs, "max-diffs", 20, "differing keys to print per table (counts are always complete)")
 	fl.StringArrayVar(&f.tables, "table", nil, "only verify tables matching this schema.table glob (repeatable)")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON instead of a table")
+	fl.IntVar(&f.rechecks, "rechecks", 0, "checksum a differing chunk this many more times before reporting it (for a pair that just caught up)")
+	fl.DurationVar(&f.recheckDelay, "recheck-delay", time.Second, "wait between rechecks")
 	return cmd
 }
 
@@ -66,6 +71,7 @@ func runVerify(ctx context.Context, out io.Writer, f verifyFlags) error {
 	}
 	cfg := verify.DefaultConfig()
 	cfg.Threads, cfg.RowsPerChunk, cfg.MaxDiffs, cfg.Route = tc.Threads, tc.RowsPerChunk, f.maxDiffs, tc.Route
+	cfg.Rechecks, cfg.RecheckDelay = f.rechecks, f.recheckDelay
 	if f.threads != 0 {
 		cfg.Threads = f.threads
 	}

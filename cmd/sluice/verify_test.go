@@ -107,7 +107,7 @@ func TestVerifyCommand(t *testing.T) {
 	)
 
 	t.Run("different", func(t *testing.T) {
-		out, code, err := verifyCLI(t, "--config", equalTask, "--threads", "3")
+		out, code, err := verifyCLI(t, "--config", equalTask, "--threads", "3", "--rechecks", "1", "--recheck-delay", "1ms")
 		wantVerifyFailure(t, err, code, 1, sluice.ErrVerifyDifferent, "vsrc.t (1 missing, 1 extra, 1 different)")
 		for _, want := range []string{"vsrc.t id=42: different\n", "vsrc.t id=200: missing\n", "vsrc.t id=1000: extra\n", "1 of 2 tables differ"} {
 			if !strings.Contains(out, want) {
@@ -179,9 +179,11 @@ func TestVerifyCommand(t *testing.T) {
 		}
 	})
 
-	t.Run("bad threads", func(t *testing.T) {
+	t.Run("bad flags", func(t *testing.T) {
 		_, code, err := verifyCLI(t, "--config", equalTask, "--threads", "1000")
 		wantVerifyFailure(t, err, code, 2, sluice.ErrConfig, "threads")
+		_, code, err = verifyCLI(t, "--config", equalTask, "--rechecks", "-1")
+		wantVerifyFailure(t, err, code, 2, sluice.ErrConfig, "rechecks")
 	})
 }
 
