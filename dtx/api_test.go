@@ -1,0 +1,223 @@
+package dtx_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluice-db/sluice/dtx"
+	"github.com/sluice-db/sluice/dtx/dtxtest"
+)
+
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func sagaBody(gid, action string, extra string) string {
+	return fmt.Sprintf(`{"gid":%q,"trans_type":"saga","steps":[{"action":%q,"compensate":%q}],"payloads":["{}"]%s}`, gid, action, action, extra)
+}
+
+// TestBadInput: malformed or impossible requests get a clear 4xx and leave
+// nothing stored.
+func TestBadInput(t *testing.T) {
+	eachStore(t, func(t *testing.T, st dtx.Store) {
+		srv := serve(t, dtxtest.FastConfig(), st)
+		ok := busi.URL + "/TransOut"
+		cases := []struct {
+			name, route, gid, body string
+			code                   int
+			msg                    string
+		}{
+			{"malformed JSON", "submit", "", `{"gid": "x1", "trans_type": `, 400, "malformed JSON"},
+			{"not an object", "submit", "", `[1,2]`, 400, "malformed JSON"},
+			{"unknown trans_type", "submit", "x2", `{"gid":"x2","trans_type":"xa"}`, 400, `unsupported trans_type \"xa\"`},
+			{"workflow", "prepare", "x3", `{"gid":"x3","trans_type":"workflow"}`, 400, "unsupported trans_type"},
+			{"no trans_type", "submit", "x4", `{"gid":"x4"}`, 400, "trans_type is empty"},
+			{"no gid", "submit", "", `{"trans_type":"saga"}`, 400, "gid is empty"},
+			{"unreachable branch", "submit", "x5", sagaBody("x5", "http://127.0.0.1:1/TransOut", ""), 400, "unreachable"},
+			{"not http", "submit", "x6", sagaBody("x6", "ftp://127.0.0.1/x", ""), 400, "only http and https"},
+			{"relative URL", "submit", "x7", sagaBody("x7", "/TransOut", ""), 400, "only http and https"},
+			{"payload count", "submit", "x8", `{"gid":"x8","trans_type":"saga","steps":[{"action":"` + ok + `"}],"payloads":["{}","{}"]}`, 400, "2 payloads for 1 steps"},
+			{"order cycle", "submit", "x9", sagaBody("x9", ok, `,"custom_data":"{\"orders\":{\"0\":[0]},\"concurrent\":true}"`), 400, "does not exist"},
+			{"unreachable query_prepared", "prepare", "x10", `{"gid":"x10","trans_type":"msg","steps":[{"action":"` + ok + `"}],"payloads":["{}"],"query_prepared":"http://127.0.0.1:1/qp"}`, 400, "unreachable"},
+			{"grpc protocol", "submit", "x11", `{"gid":"x11","trans_type":"saga","protocol":"grpc"}`, 400, "unsupported protocol"},
+			{"saga prepare", "prepare", "x12", sagaBody("x12", ok, ""), 400, "no prepare phase"},
+			{"submit unprepared tcc", "submit", "x13", `{"gid":"x13","trans_type":"tcc"}`, 409, "was prepared"},
+			{"register unknown gid", "registerBranch", "x14", `{"gid":"x14","trans_type":"tcc","branch_id":"01","confirm":"` + ok + `","cancel":"` + ok + `"}`, 409, "status prepared"},
+			{"register malformed", "registerBranch", "", `{"gid":1}`, 400, "malformed JSON"},
+			{"abort unknown", "abort", "x15", `{"gid":"x15","trans_type":"tcc"}`, 404, "not found"},
+		}
+		for _, c := range cases {
+			code, body := post(t, srv.URL+"/"+c.route, c.body)
+			if code != c.code || !strings.Contains(body, c.msg) {
+				t.Errorf("%s: HTTP %d %s, want %d with %q", c.name, code, body, c.code, c.msg)
+			}
+			if c.gid != "" {
+				q, err := dtxtest.Query(context.Background(), srv.URL, c.gid)
+				if err != nil || q.Transaction != nil || len(q.Branches) != 0 {
+					t.Errorf("%s: stored %+v (%v)", c.name, q, err)
+				}
+			}
+		}
+		// A registerBranch with an unreachable URL stores no branch.
+		if code, body := post(t, srv.URL+"/prepare", `{"gid":"y1","trans_type":"tcc"}`); code != 200 {
+			t.Fatalf("prepare: %d %s", code, body)
+		}
+		code, body := post(t, srv.URL+"/registerBranch", `{"gid":"y1","trans_type":"tcc","branch_id":"01","confirm":"http://127.0.0.1:1/c","cancel":"`+ok+`"}`)
+		if code != 400 || !strings.Contains(body, "unreachable") {
+			t.Fatalf("register unreachable: %d %s", code, body)
+		}
+		if q, _ := dtxtest.Query(context.Background(), srv.URL, "y1"); q.Status() != "prepared" || len(q.Branches) != 0 {
+			t.Fatalf("after a refused registerBranch: %+v", q)
+		}
+		resp, err := http.Get(srv.URL + "/query")
+		if err != nil || resp.StatusCode != 400 {
+			t.Fatalf("query without gid: %v %v", resp.StatusCode, err)
+		}
+		resp.Body.Close()
+		resp, err = http.Get(srv.URL + "/nosuch")
+		if err != nil || resp.StatusCode != 404 {
+			t.Fatalf("unknown route: %v %v", resp.StatusCode, err)
+		}
+		resp.Body.Close()
+	})
+}
+
+func submitSaga(t *testing.T, srv *dtxtest.Server, gid string, results map[string]string, wait bool) (int, string) {
+	t.Helper()
+	p, _ := json.Marshal(dtxtest.Req{Amount: 10, Results: results})
+	steps := []map[string]string{
+		{"action": busi.URL + "/TransOut", "compensate": busi.URL + "/TransOutCompensate"},
+		{"action": busi.URL + "/TransIn", "compensate": busi.URL + "/TransInCompensate"},
+	}
+	body, _ := json.Marshal(map[string]any{"gid": gid, "trans_type": "saga", "steps": steps, "payloads": []string{string(p), string(p)}, "wait_result": wait})
+	return post(t, srv.URL+"/submit", string(body))
+}
+
+// TestRetryLimit: a compensation that keeps answering FAILURE (dtm retries
+// it forever) is marked stuck after the retry limit, alerted through the log
+// and a metric, and left alone; an action that keeps failing rolls the saga back.
+func TestRetryLimit(t *testing.T) {
+	eachStore(t, func(t *testing.T, st dtx.Store) {
+		cfg := dtxtest.FastConfig()
+		cfg.RetryLimit = 3
+		cfg.MaxBackoff = 300 * time.Millisecond
+		srv := serve(t, cfg, st)
+		ctx := context.Background()
+
+		gid := "stuck-" + sanitize(t.Name())
+		submitSaga(t, srv, gid, map[string]string{"TransIn": "FAILURE", "TransOutCompensate": "FAILURE"}, false)
+		var q *dtxtest.QueryResult
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var err error
+			if q, err = dtxtest.Query(ctx, srv.URL, gid); err != nil {
+				t.Fatal(err)
+			}
+			if q.Transaction != nil && q.Transaction.Stuck != "" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if q.Status() != "aborting" || !strings.Contains(q.Transaction.Stuck, "TransOutCompensate") || q.Transaction.Retries != 4 {
+			t.Fatalf("want a stuck aborting saga after 4 attempts, got %+v", q.Transaction)
+		}
+		if n := counterValue(t, srv.Coord.Metrics().Stuck.WithLabelValues("saga", "compensate")); n != 1 {
+			t.Fatalf("stuck metric %v, want 1", n)
+		}
+		time.Sleep(4 * cfg.MaxBackoff)
+		if q2, _ := dtxtest.Query(ctx, srv.URL, gid); q2.Transaction.Retries != 4 || q2.Status() != "aborting" {
+			t.Fatalf("a stuck transaction was retried: %+v", q2.Transaction)
+		}
+		// The operator fixes the branch and resets it: it is retried again.
+		if code, body := post(t, srv.URL+"/resetNextCronTime", `{"gid":"`+gid+`"}`); code != 200 {
+			t.Fatalf("reset: %d %s", code, body)
+		}
+		if _, err := dtxtest.WaitStatus(ctx, srv.URL, gid, 5*time.Second, "aborting"); err != nil {
+			t.Fatal(err)
+		}
+
+		gid2 := "limit-" + sanitize(t.Name())
+		submitSaga(t, srv, gid2, map[string]string{"TransIn": "ERROR"}, false)
+		q, err := dtxtest.WaitStatus(ctx, srv.URL, gid2, 20*time.Second, "failed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(q.Transaction.RollbackReason, "retry limit") {
+			t.Fatalf("rollback reason %q", q.Transaction.RollbackReason)
+		}
+		eff, err := dtxtest.Effects(ctx, db, gid2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(eff) != fmt.Sprint(map[string]int{"TransOut": 1, "TransOutCompensate": 1}) {
+			t.Fatalf("effects %v", eff)
+		}
+		if n := counterValue(t, srv.Coord.Metrics().Transactions.WithLabelValues("saga", "failed")); n != 1 {
+			t.Fatalf("failed transactions metric %v, want 1", n)
+		}
+	})
+}
+
+// TestRetention: finished transactions are removed after the retention
+// time; unfinished ones are kept.
+func TestRetention(t *testing.T) {
+	eachStore(t, func(t *testing.T, st dtx.Store) {
+		cfg := dtxtest.FastConfig()
+		cfg.Retention = 500 * time.Millisecond
+		cfg.PurgeInterval = 100 * time.Millisecond
+		srv := serve(t, cfg, st)
+		ctx := context.Background()
+		gid := "ret-" + sanitize(t.Name())
+		if code, body := submitSaga(t, srv, gid, nil, true); code != 200 {
+			t.Fatalf("submit: %d %s", code, body)
+		}
+		if code, body := post(t, srv.URL+"/prepare", `{"gid":"`+gid+`-open","trans_type":"tcc","timeout_to_fail":3600}`); code != 200 {
+			t.Fatalf("prepare: %d %s", code, body)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			q, err := dtxtest.Query(ctx, srv.URL, gid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.Transaction == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("finished transaction not purged: %+v", q.Transaction)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if q, _ := dtxtest.Query(ctx, srv.URL, gid+"-open"); q.Status() != "prepared" {
+			t.Fatalf("unfinished transaction purged: %+v", q)
+		}
+		if n := counterValue(t, srv.Coord.Metrics().Purged); n < 1 {
+			t.Fatalf("purged metric %v", n)
+		}
+	})
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

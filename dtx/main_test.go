@@ -1,0 +1,105 @@
+package dtx_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluice-db/sluice/dtx"
+	"github.com/sluice-db/sluice/dtx/boltstore"
+	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/dtx/mysqlstore"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+	"github.com/sluice-db/sluice/sandbox"
+)
+
+var (
+	inst *sandbox.Instance
+	db   *sql.DB
+	busi *dtxtest.Busi
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var stop func()
+	var err error
+	inst, stop, err = sandboxtest.New("dtx")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stop()
+	db, err = sql.Open("mysql", inst.DSN("")+"?interpolateParams=true")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(64)
+	if err := dtxtest.Setup(context.Background(), db, 1_000_000_000); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	busi, err = dtxtest.Start(db, dtxtest.Config{Barrier: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer busi.Close()
+	return m.Run()
+}
+
+func boltStore(t *testing.T) dtx.Store {
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "dtx.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func mysqlStore(t *testing.T, database string) dtx.Store {
+	c := mysqlstore.DefaultConfig()
+	c.Endpoint = inst.Endpoint()
+	c.Database = database
+	st, err := mysqlstore.Open(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// eachStore runs f on a bolt store and on a MySQL store.
+func eachStore(t *testing.T, f func(t *testing.T, st dtx.Store)) {
+	t.Run("bolt", func(t *testing.T) { f(t, boltStore(t)) })
+	t.Run("mysql", func(t *testing.T) { f(t, mysqlStore(t, "dtx_"+sanitize(t.Name()))) })
+}
+
+func sanitize(s string) string {
+	out := []byte{}
+	for _, c := range []byte(s) {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			out = append(out, c)
+		}
+	}
+	if len(out) > 40 {
+		out = out[len(out)-40:]
+	}
+	return string(out)
+}
+
+func serve(t *testing.T, cfg dtx.Config, st dtx.Store) *dtxtest.Server {
+	srv, err := dtxtest.Serve(cfg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
