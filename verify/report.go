@@ -203,6 +203,14 @@ func (r *Report) WriteText(w io.Writer, maxDiffs int) error {
 	return nil
 }
 
+// String is the text report with up to 20 keys per table, handy in test
+// failure messages.
+func (r *Report) String() string {
+	var b strings.Builder
+	_ = r.WriteText(&b, 20) // a strings.Builder does not fail
+	return b.String()
+}
+
 // WriteJSON writes the report as one indented JSON document.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)

@@ -464,3 +464,35 @@ func TestRechecksLetAChangingPairSettle(t *testing.T) {
 		t.Fatalf("transient difference: %+v", r)
 	}
 }
+
+func TestUniqueKeyTableAndTextReport(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE uk",
+		// No primary key: rows are identified by the NOT NULL unique key,
+		// not by the nullable one.
+		"CREATE TABLE uk.t (a INT NULL, code CHAR(8) NOT NULL, v INT, UNIQUE KEY (a), UNIQUE KEY (code))",
+		"INSERT INTO uk.t SELECT seq, LPAD(seq, 8, '0'), seq FROM uk.seq_1_to_250",
+	}, nil, []string{"UPDATE uk.t SET v = 0 WHERE code = '00000200'", "UPDATE uk.t SET a = NULL WHERE code = '00000003'"})
+	rep := run(t, small(2, 20), "uk.t")
+	r := rep.Tables[0]
+	if strings.Join(r.KeyColumns, ",") != "code" || r.Chunks != 13 {
+		t.Fatalf("key %v chunks %d; want code, 13", r.KeyColumns, r.Chunks)
+	}
+	wantCounts(t, r, verify.StatusDifferent, 0, 0, 2)
+	wantDiffs(t, r, `code="00000003": different`, `code="00000200": different`)
+	text := rep.String()
+	if !strings.Contains(strings.Join(strings.Fields(text), " "), "uk.t = 250 250 13 2 2 different TOTAL (1 tables) 250 250 13 2 1 of 1 tables differ") ||
+		!strings.Contains(text, "uk.t code=\"00000200\": different\n") {
+		t.Fatalf("text report:\n%s", text)
+	}
+}
+
+func TestCancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := verify.Run(ctx, small(2, 10), sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, ""),
+		[]sluice.TableRef{{Schema: "mysql", Name: "user"}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
