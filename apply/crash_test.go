@@ -49,7 +49,11 @@ func childMain() int {
 }
 
 func childCmd(src *sandbox.Instance, task string, until sluice.Position, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	return childCmdBin(os.Args[0], src, task, until, env...)
+}
+
+func childCmdBin(bin string, src *sandbox.Instance, task string, until sluice.Position, env ...string) *exec.Cmd {
+	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), "SLUICE_APPLY_CHILD=1",
 		"SLUICE_SRC_PORT="+strconv.Itoa(src.Port), "SLUICE_DST_PORT="+strconv.Itoa(dstInst.Port), "SLUICE_TASK="+task,
 		"SLUICE_UNTIL_FILE="+until.File, "SLUICE_UNTIL_POS="+strconv.FormatUint(uint64(until.Pos), 10))

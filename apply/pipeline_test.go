@@ -181,7 +181,7 @@ func replicate(ctx context.Context, src *sandbox.Instance, o runOpts) (apply.Sta
 	defer a.Close()
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: uint32(100000 + rand.Intn(1000000)), Flavor: "mariadb", Host: src.Host(), Port: uint16(src.Port), User: "root",
-		TimestampStringLocation: time.UTC, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		TimestampStringLocation: time.UTC, EventCacheCount: 256, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	defer syncer.Close()
 	if after(start, o.until) {
