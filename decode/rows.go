@@ -13,10 +13,10 @@ import (
 
 // Value conversions a column needs before its values can be written.
 const (
-	convNone     uint8 = iota
-	convBytes          // non-UTF-8 text: write the raw bytes, never re-encode
-	convUnsigned       // integer decoded as signed because the event lacked signedness
-	convUnsigned24     // the same for MEDIUMINT, which arrives as a sign-extended int32
+	convNone       uint8 = iota
+	convBytes            // non-UTF-8 text: write the raw bytes, never re-encode
+	convUnsigned         // integer decoded as signed because the event lacked signedness
+	convUnsigned24       // the same for MEDIUMINT, which arrives as a sign-extended int32
 )
 
 // tableEntry caches one source table's decoded shape. It is rebuilt when the
