@@ -30,6 +30,10 @@ type Config struct {
 	PlanFor func(sluice.TableRef) (dumpfmt.Plan, bool)
 	// Done reports chunks that are already loaded; they are not read.
 	Done func(t sluice.TableRef, index int) bool
+	// TableMajor reads tables one after another (every connection on the
+	// same table) instead of interleaving chunks of all tables. A loader
+	// that takes a whole table as one stream needs this order.
+	TableMajor bool
 	// LockWait bounds the wait for FLUSH TABLES WITH READ LOCK, which
 	// queues behind long-running statements.
 	LockWait time.Duration

@@ -168,6 +168,16 @@ type job struct {
 // loaders write to different tables (and different index pages) at once.
 func (d *Dumper) jobs() []job {
 	var out []job
+	if d.cfg.TableMajor {
+		for _, tp := range d.tables {
+			for _, r := range tp.Chunks {
+				if d.cfg.Done == nil || !d.cfg.Done(tp.Table.Ref, r.Index) {
+					out = append(out, job{tp, r})
+				}
+			}
+		}
+		return out
+	}
 	for i := 0; ; i++ {
 		any := false
 		for _, tp := range d.tables {

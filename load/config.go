@@ -31,17 +31,39 @@ type Config struct {
 	// StreamBuffer bounds the bytes a streamed chunk buffers in memory
 	// before the dump side waits for the loader.
 	StreamBuffer int
+	// StreamMemory bounds the bytes all streamed chunks buffer together.
+	StreamMemory int
 	// DisableBinlog sets sql_log_bin=0 in load sessions (needs SUPER or
 	// BINLOG ADMIN); off by default so the target's replicas see the data.
 	DisableBinlog bool
+	// CommitUnit is CommitChunk (each chunk commits with its checkpoint) or
+	// CommitTable (all of a table's remaining chunks are one LOAD DATA in
+	// one transaction, with their checkpoints; see CommitTable).
+	CommitUnit string
 	// ChunkDelay sleeps inside each chunk's transaction before commit. It
 	// exists for the interruption tests, which need a run to be slow.
 	ChunkDelay time.Duration
 }
 
+// Commit units.
+const (
+	// CommitChunk commits every chunk on its own: any number of loaders
+	// share a table, and an interrupted run loses at most the chunks in
+	// flight.
+	CommitChunk = "chunk"
+	// CommitTable loads each table's remaining chunks with one LOAD DATA
+	// statement in one transaction, with unique_checks=0 and
+	// foreign_key_checks=0. Into an empty table MariaDB 10.6+ then uses its
+	// bulk insert path (sorted index build, no per-row undo), which costs
+	// the server about a third of the row-by-row path. One loader per
+	// table; an interrupted run loses the tables in flight (their rollback
+	// is instant), never a committed one.
+	CommitTable = "table"
+)
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Task: "task", PoolSize: 8, MetaSchema: "sluice_meta", StreamBuffer: 32 << 20}
+	return Config{Task: "task", PoolSize: 8, MetaSchema: "sluice_meta", StreamBuffer: 16 << 20, StreamMemory: 128 << 20, CommitUnit: CommitChunk}
 }
 
 // Validate checks the config.
@@ -62,6 +84,10 @@ func (c Config) Validate() error {
 		return bad("meta schema", `""`)
 	case c.StreamBuffer < 1<<16:
 		return bad("stream buffer", c.StreamBuffer)
+	case c.StreamMemory < c.StreamBuffer:
+		return bad("stream memory", c.StreamMemory)
+	case c.CommitUnit != CommitChunk && c.CommitUnit != CommitTable:
+		return bad("commit unit", fmt.Sprintf("%q (chunk or table)", c.CommitUnit))
 	}
 	return nil
 }

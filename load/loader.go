@@ -36,6 +36,7 @@ type Loader struct {
 
 	tables map[sluice.TableRef]*target // by source name
 	stats  Stats
+	budget *budget
 
 	jobs    chan *job
 	wg      sync.WaitGroup
@@ -49,6 +50,11 @@ type target struct {
 	ref  sluice.TableRef
 	key  string
 	spec sqlgen.LoadSpec
+	// pending is the number of chunks this run loads (CommitTable).
+	pending int
+	tjOnce  sync.Once
+	tj      *tableJob
+	tjErr   error
 }
 
 // TableSpec is one source table and its chunk plan.
@@ -58,6 +64,7 @@ type TableSpec struct {
 }
 
 type job struct {
+	table *tableJob // set for a whole-table job (CommitTable)
 	tgt   *target
 	index int
 	open  func() (io.Reader, error)
@@ -84,10 +91,13 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 		"net_read_timeout":   "86400",
 		"net_write_timeout":  "86400",
 	}
+	if cfg.CommitUnit == CommitTable {
+		params["unique_checks"] = "0"
+	}
 	if cfg.DisableBinlog {
 		params["sql_log_bin"] = "0"
 	}
-	l := &Loader{cfg: cfg, tables: map[sluice.TableRef]*target{}}
+	l := &Loader{cfg: cfg, tables: map[sluice.TableRef]*target{}, budget: newBudget(cfg.StreamMemory)}
 	l.db, err = dbconn.Open(ctx, "target", cfg.Target, dbconn.Options{MaxOpen: cfg.PoolSize + 2, Params: params})
 	if err != nil {
 		return nil, err
@@ -158,13 +168,14 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 		}
 		seen[tgt] = s.Table.Ref
 		key := tblKey(tgt)
-		started := false
+		started, pending := false, 0
 		for _, c := range s.Plan {
 			if l.done[chunkKey{key, c.Index}] {
 				started = true
 				skipped++
 			} else {
 				total++
+				pending++
 			}
 		}
 		if err := l.prepareTable(ctx, s.Table, tgt, started); err != nil {
@@ -173,7 +184,7 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 		if err := l.meta.savePlan(ctx, tgt, s.Table.Ref, s.Plan); err != nil {
 			return fmt.Errorf("load: save plan of %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
 		}
-		l.tables[s.Table.Ref] = &target{ref: tgt, key: key, spec: loadSpec(s.Table, tgt)}
+		l.tables[s.Table.Ref] = &target{ref: tgt, key: key, spec: loadSpec(s.Table, tgt), pending: pending}
 	}
 	l.stats.TotalChunks.Store(total)
 	l.stats.Skipped.Store(skipped)
@@ -215,7 +226,11 @@ func (l *Loader) worker() {
 			}
 			continue
 		}
-		if err := l.runJob(l.runCtx, j); err != nil {
+		run := l.runJob
+		if j.table != nil {
+			run = l.runTable
+		}
+		if err := run(l.runCtx, j); err != nil {
 			l.fail(err)
 		}
 	}
@@ -261,12 +276,19 @@ func (l *Loader) OpenChunk(ctx context.Context, src sluice.TableRef, r chunk.Ran
 	if err != nil {
 		return nil, err
 	}
-	p := newPipe(l.cfg.StreamBuffer)
+	p := newPipe(l.budget, l.cfg.StreamBuffer)
 	// If the pool stops, a dump worker blocked on this pipe must wake up.
 	stop := context.AfterFunc(l.runCtx, func() { p.closeRead(context.Cause(l.runCtx)) })
 	j := &job{tgt: t, index: r.Index, pipe: p,
 		open: func() (io.Reader, error) { return p, nil },
 		rows: func() (int64, error) { stop(); return p.result() }}
+	if l.cfg.CommitUnit == CommitTable {
+		if err := l.addToTable(ctx, j); err != nil {
+			stop()
+			return nil, err
+		}
+		return p, nil
+	}
 	if err := l.enqueue(ctx, j); err != nil {
 		stop()
 		return nil, err
@@ -283,6 +305,9 @@ func (l *Loader) LoadFile(ctx context.Context, src sluice.TableRef, c dumpfmt.Ch
 	j := &job{tgt: t, index: c.Index, retry: true,
 		open: func() (io.Reader, error) { return os.Open(path) },
 		rows: func() (int64, error) { return c.Rows, nil }}
+	if l.cfg.CommitUnit == CommitTable {
+		return l.addToTable(ctx, j)
+	}
 	return l.enqueue(ctx, j)
 }
 

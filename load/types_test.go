@@ -87,11 +87,16 @@ func TestTypesMigrate(t *testing.T) {
 	for _, tc := range []struct{ name, extra string }{
 		{"loaddata", "rows-per-statement: 0"},
 		{"insert", "rows-per-statement: 2"},
+		{"table", "rows-per-statement: 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := "types_mg_" + tc.name
 			cfg := taskFile(t, "types_mg_"+tc.name, "types_mg.*", "routes: [{schema: types_mg, target-schema: "+dst+"}]\nthreads: 2\npool-size: 4\nrows-per-chunk: 2\n"+tc.extra)
-			out := mustSluice(t, "migrate", "--config", cfg, "--mode", "full")
+			args := []string{"migrate", "--config", cfg, "--mode", "full"}
+			if tc.name == "table" {
+				args = append(args, "--commit-unit", "table")
+			}
+			out := mustSluice(t, args...)
 			if !strings.Contains(out, "| migrate (stream) |") {
 				t.Errorf("no summary table in the output:\n%s", out)
 			}

@@ -34,6 +34,7 @@ type fullFlags struct {
 	rowsPerChunk     int
 	rowsPerStatement int
 	targetBinlog     bool
+	commitUnit       string
 	chunkDelay       time.Duration
 	progressEvery    time.Duration
 }
@@ -71,6 +72,7 @@ func (f *fullFlags) loadTask() (*task.Config, error) {
 func (f *fullFlags) dumpConfig(cfg *task.Config) dump.Config {
 	dc := dump.DefaultConfig()
 	dc.Source, dc.Threads, dc.RowsPerChunk, dc.Select = cfg.Source, cfg.Threads, cfg.RowsPerChunk, cfg.Selected
+	dc.TableMajor = f.commitUnit == load.CommitTable
 	return dc
 }
 
@@ -79,6 +81,9 @@ func (f *fullFlags) loadConfig(cfg *task.Config, taskKey string) load.Config {
 	lc.Target, lc.Task, lc.PoolSize, lc.RowsPerStatement, lc.Route = cfg.Target, taskKey, cfg.PoolSize, cfg.RowsPerStatement, cfg.Route
 	lc.DisableBinlog = !f.targetBinlog
 	lc.ChunkDelay = f.chunkDelay
+	if f.commitUnit != "" {
+		lc.CommitUnit = f.commitUnit
+	}
 	return lc
 }
 
@@ -125,6 +130,7 @@ func addFullFlags(cmd *cobra.Command, f *fullFlags, dumpSide, loadSide bool) {
 		fl.IntVar(&f.poolSize, "pool-size", 0, "target connections loading at once (default: the task's pool-size)")
 		fl.IntVar(&f.rowsPerStatement, "rows-per-statement", 0, "use multi-row INSERTs of N rows instead of LOAD DATA LOCAL INFILE (default: the task's)")
 		fl.BoolVar(&f.targetBinlog, "target-binlog", true, "write the loaded rows to the target's binlog; false sets sql_log_bin=0 (needs SUPER or BINLOG ADMIN)")
+		fl.StringVar(&f.commitUnit, "commit-unit", load.CommitChunk, "chunk: each chunk commits with its checkpoint (parallel within a table, finest resume); table: each table is one LOAD DATA in one transaction (MariaDB's fast bulk insert into an empty table; resume per table)")
 		fl.DurationVar(&f.chunkDelay, "chunk-delay", 0, "wait this long before committing each chunk (for interruption tests)")
 		_ = fl.MarkHidden("chunk-delay")
 	}
