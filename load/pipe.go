@@ -58,14 +58,14 @@ type Pipe struct {
 	b       *budget
 	bufs    [][]byte
 	reading bool
-	size   int
-	limit  int
-	closed bool  // the writer called Commit or Abort
-	werr   error // set by Abort
-	rerr   error // set when the reader side is gone
-	rows   int64
-	head   []byte
-	block  []byte // the pooled buffer head points into
+	size    int
+	limit   int
+	closed  bool  // the writer called Commit or Abort
+	werr    error // set by Abort
+	rerr    error // set when the reader side is gone
+	rows    int64
+	head    []byte
+	block   []byte // the pooled buffer head points into
 }
 
 func newPipe(b *budget, limit int) *Pipe {
