@@ -66,7 +66,7 @@ func checkpointsMatchData(t *testing.T, dst *sql.DB, task, schema string, tables
 	for _, tb := range tables {
 		key := "`" + schema + "`.`" + tb + "`"
 		var have, marked, chunks int64
-		_ = dst.QueryRow("SELECT COUNT(*) FROM `"+schema+"`.`"+tb+"`").Scan(&have) // a table may not exist yet
+		_ = dst.QueryRow("SELECT COUNT(*) FROM `" + schema + "`.`" + tb + "`").Scan(&have) // a table may not exist yet
 		if err := dst.QueryRow("SELECT COUNT(*), IFNULL(SUM(`rows`), 0) FROM sluice_meta.load_checkpoint WHERE task = ? AND tbl = ?", task, key).Scan(&chunks, &marked); err != nil {
 			t.Fatal(err)
 		}
