@@ -58,7 +58,7 @@ func (l *Loader) createTable(ctx context.Context, src *sluice.Table, tgt sluice.
 	// USE the schema so unqualified foreign key references resolve there.
 	for _, q := range []string{sqlgen.CreateDatabase(tgt.Schema), "USE " + sluice.QuoteIdent(tgt.Schema), create} {
 		if _, err := c.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("load: create %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
+			return fmt.Errorf("load: create %s: %w", tgt, l.classify(err))
 		}
 	}
 	return nil

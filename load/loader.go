@@ -109,16 +109,16 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 	}()
 	l.meta = meta{db: l.db, schema: cfg.MetaSchema, task: cfg.Task}
 	if err := l.meta.ensure(ctx); err != nil {
-		return nil, fmt.Errorf("load: create checkpoint tables in %s: %w", cfg.MetaSchema, dbconn.Classify(err, "target", cfg.Target))
+		return nil, fmt.Errorf("load: create checkpoint tables in %s: %w", cfg.MetaSchema, l.classify(err))
 	}
 	if l.done, err = l.meta.done(ctx); err != nil {
-		return nil, fmt.Errorf("load: read checkpoints: %w", dbconn.Classify(err, "target", cfg.Target))
+		return nil, fmt.Errorf("load: read checkpoints: %w", l.classify(err))
 	}
 	if l.plans, err = l.meta.plans(ctx); err != nil {
-		return nil, fmt.Errorf("load: read chunk plans: %w", dbconn.Classify(err, "target", cfg.Target))
+		return nil, fmt.Errorf("load: read chunk plans: %w", l.classify(err))
 	}
 	if l.pos, err = l.meta.position(ctx); err != nil {
-		return nil, fmt.Errorf("load: read task position: %w", dbconn.Classify(err, "target", cfg.Target))
+		return nil, fmt.Errorf("load: read task position: %w", l.classify(err))
 	}
 	return l, nil
 }
@@ -418,7 +418,24 @@ func (l *Loader) chunkErr(j *job, err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	return fmt.Errorf("load %s chunk %d: %w", j.tgt.ref, j.index, dbconn.Classify(err, "target", l.cfg.Target))
+	return fmt.Errorf("load %s chunk %d: %w", j.tgt.ref, j.index, l.classify(err))
+}
+
+// privilegeHint says what the target user needs.
+const privilegeHint = "GRANT SELECT, INSERT, CREATE ON *.* TO the target user (or SELECT, INSERT, UPDATE, CREATE on sluice_meta.* and on every target schema)"
+
+// classify is dbconn.Classify, except that "access denied to a database"
+// and the other missing-privilege errors get a fix that names the grants a
+// load needs (the generic one points at the password).
+func (l *Loader) classify(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1044, 1142, 1143, 1227, 1370:
+			return &sluice.Error{Op: "target " + l.cfg.Target.Addr(), Err: fmt.Errorf("%w: %s", sluice.ErrPrivilege, me.Message), Hint: privilegeHint}
+		}
+	}
+	return dbconn.Classify(err, "target", l.cfg.Target)
 }
 
 func (l *Loader) loadData(ctx context.Context, tx *sql.Tx, j *job, r io.Reader) (int64, error) {

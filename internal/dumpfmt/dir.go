@@ -220,6 +220,9 @@ func WriteMetadata(dir string, m *Metadata) error {
 // ReadMetadata reads a finished dump's metadata.
 func ReadMetadata(dir string) (*Metadata, error) {
 	b, err := os.ReadFile(filepath.Join(dir, MetadataFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &sluice.Error{Op: "read dump " + dir, Err: fmt.Errorf("%w: no %s: the dump did not finish, or this is not a dump directory", sluice.ErrConfig, MetadataFile), Hint: "run 'sluice dump' again (into an empty directory) and load the directory it writes"}
+	}
 	if err != nil {
 		return nil, &sluice.Error{Op: "read dump " + dir, Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "pass the directory written by a finished 'sluice dump' with --dir"}
 	}
