@@ -190,6 +190,10 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 	return nil, fmt.Errorf("dtx mysql store: %w", err)
 }
 
+// applyOnce writes a batch with a fixed number of statements, whatever its
+// size: one multi-row insert for new transactions, one locking read of the
+// rows the other mutations check, one multi-row upsert of the rows that
+// passed, and one statement each for new and changed branches.
 func (s *Store) applyOnce(ctx context.Context, muts []*dtx.Mutation) ([]error, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -197,21 +201,42 @@ func (s *Store) applyOnce(ctx context.Context, muts []*dtx.Mutation) ([]error, e
 	}
 	defer tx.Rollback()
 	errs := make([]error, len(muts))
+	cur := map[string]*dtx.Global{} // state as this batch leaves it
+	if err := createGlobals(ctx, tx, muts, errs, cur); err != nil {
+		return nil, err
+	}
+	if err := lockGlobals(ctx, tx, muts, cur); err != nil {
+		return nil, err
+	}
+	var rows []*dtx.Global
 	var newBranches []dtx.Branch
 	var updates []branchUpdate
 	for i, m := range muts {
-		e, err := applyGlobal(ctx, tx, m)
-		if err != nil {
-			return nil, err
-		}
-		errs[i] = e
-		if e != nil {
+		if m.Create {
+			if errs[i] == nil {
+				newBranches = append(newBranches, m.NewBranches...)
+			}
 			continue
+		}
+		c := cur[m.Gid]
+		if c == nil {
+			errs[i] = dtx.ErrNotFound
+			continue
+		}
+		if errs[i] = m.Check(c); errs[i] != nil {
+			continue
+		}
+		if m.Global != nil {
+			rows = append(rows, m.Global)
+			cur[m.Gid] = m.Global
 		}
 		newBranches = append(newBranches, m.NewBranches...)
 		for _, u := range m.BranchUpdates {
 			updates = append(updates, branchUpdate{m.Gid, u})
 		}
+	}
+	if err := upsertGlobals(ctx, tx, rows, false); err != nil {
+		return nil, err
 	}
 	if err := insertBranches(ctx, tx, newBranches); err != nil {
 		return nil, err
@@ -222,69 +247,106 @@ func (s *Store) applyOnce(ctx context.Context, muts []*dtx.Mutation) ([]error, e
 	return errs, tx.Commit()
 }
 
-func applyGlobal(ctx context.Context, tx *sql.Tx, m *dtx.Mutation) (outcome, err error) {
-	if m.Create {
-		doc, err := json.Marshal(m.Global)
+// createGlobals inserts the batch's new transactions in one statement; if
+// one of them exists it falls back to one insert each to tell which.
+func createGlobals(ctx context.Context, tx *sql.Tx, muts []*dtx.Mutation, errs []error, cur map[string]*dtx.Global) error {
+	var rows []*dtx.Global
+	for _, m := range muts {
+		if m.Create {
+			rows = append(rows, m.Global)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	err := upsertGlobals(ctx, tx, rows, true)
+	if err == nil {
+		for _, m := range muts {
+			if m.Create {
+				cur[m.Gid] = m.Global
+			}
+		}
+		return nil
+	}
+	if !isDuplicate(err) {
+		return err
+	}
+	for i, m := range muts {
+		if !m.Create {
+			continue
+		}
+		err := upsertGlobals(ctx, tx, []*dtx.Global{m.Global}, true)
+		switch {
+		case isDuplicate(err):
+			errs[i] = dtx.ErrExists
+		case err != nil:
+			return err
+		default:
+			cur[m.Gid] = m.Global
+		}
+	}
+	return nil
+}
+
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+// lockGlobals reads and locks the current rows the non-create mutations check.
+func lockGlobals(ctx context.Context, tx *sql.Tx, muts []*dtx.Mutation, cur map[string]*dtx.Global) error {
+	var gids []any
+	seen := map[string]bool{}
+	for _, m := range muts {
+		if !m.Create && cur[m.Gid] == nil && !seen[m.Gid] {
+			seen[m.Gid] = true
+			gids = append(gids, m.Gid)
+		}
+	}
+	if len(gids) == 0 {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT gid, status, owner FROM dtx_global WHERE gid IN (?"+strings.Repeat(",?", len(gids)-1)+") FOR UPDATE", gids...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		g := &dtx.Global{}
+		if err := rows.Scan(&g.Gid, &g.Status, &g.Owner); err != nil {
+			return err
+		}
+		cur[g.Gid] = g
+	}
+	return rows.Err()
+}
+
+// upsertGlobals writes whole rows in one statement: plain inserts for new
+// transactions, insert-or-update for rows already locked and checked.
+func upsertGlobals(ctx context.Context, tx *sql.Tx, gs []*dtx.Global, create bool) error {
+	if len(gs) == 0 {
+		return nil
+	}
+	var sb strings.Builder
+	sb.WriteString("INSERT INTO dtx_global (gid, trans_type, status, owner, lease_until, due_at, finished_at, doc) VALUES ")
+	args := make([]any, 0, len(gs)*8)
+	for i, g := range gs {
+		doc, err := json.Marshal(g)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		due, fin := columns(m.Global)
-		_, err = tx.ExecContext(ctx, "INSERT INTO dtx_global (gid, trans_type, status, owner, lease_until, due_at, finished_at, doc) VALUES (?,?,?,?,?,?,?,?)",
-			m.Gid, m.Global.TransType, m.Global.Status, m.Global.Owner, ms(m.Global.LeaseUntil), due, fin, doc)
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1062 {
-			return dtx.ErrExists, nil
+		due, fin := columns(g)
+		if i > 0 {
+			sb.WriteByte(',')
 		}
-		return nil, err
+		sb.WriteString("(?,?,?,?,?,?,?,?)")
+		args = append(args, g.Gid, g.TransType, g.Status, g.Owner, ms(g.LeaseUntil), due, fin, doc)
 	}
-	if m.Global == nil {
-		// Only branches are added: lock the row and check it.
-		cur := &dtx.Global{Gid: m.Gid}
-		err := tx.QueryRowContext(ctx, "SELECT status, owner FROM dtx_global WHERE gid=? FOR UPDATE", m.Gid).Scan(&cur.Status, &cur.Owner)
-		if errors.Is(err, sql.ErrNoRows) {
-			return dtx.ErrNotFound, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return m.Check(cur), nil
+	if !create {
+		sb.WriteString(" ON DUPLICATE KEY UPDATE status=VALUES(status), owner=VALUES(owner), lease_until=VALUES(lease_until), due_at=VALUES(due_at), finished_at=VALUES(finished_at), doc=VALUES(doc)")
 	}
-	doc, err := json.Marshal(m.Global)
-	if err != nil {
-		return nil, err
-	}
-	due, fin := columns(m.Global)
-	q := "UPDATE dtx_global SET status=?, owner=?, lease_until=?, due_at=?, finished_at=?, doc=? WHERE gid=?"
-	args := []any{m.Global.Status, m.Global.Owner, ms(m.Global.LeaseUntil), due, fin, doc, m.Gid}
-	if len(m.IfStatus) > 0 {
-		q += " AND status IN (?" + strings.Repeat(",?", len(m.IfStatus)-1) + ")"
-		for _, st := range m.IfStatus {
-			args = append(args, st)
-		}
-	}
-	if m.IfOwner != "" {
-		q += " AND owner=?"
-		args = append(args, m.IfOwner)
-	}
-	res, err := tx.ExecContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return nil, nil
-	}
-	cur := &dtx.Global{Gid: m.Gid}
-	err = tx.QueryRowContext(ctx, "SELECT status, owner FROM dtx_global WHERE gid=?", m.Gid).Scan(&cur.Status, &cur.Owner)
-	if errors.Is(err, sql.ErrNoRows) {
-		return dtx.ErrNotFound, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if e := m.Check(cur); e != nil {
-		return e, nil
-	}
-	return nil, fmt.Errorf("update of %s matched no row although its precondition holds", m.Gid)
+	_, err := tx.ExecContext(ctx, sb.String(), args...)
+	return err
 }
 
 type branchUpdate struct {

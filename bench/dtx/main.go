@@ -1,0 +1,598 @@
+// Command dtx reproduces the DTM seed's benchmark table on a sandbox
+// MariaDB: sysbench oltp_write_only as the raw figure, TransOut/TransIn
+// called directly (no coordinator), and the same two-branch saga through
+// sluice's coordinator and through dtm v1.19.0, with 0, 2 and 10 business
+// SQL per branch, with and without the barrier. Every figure comes from the
+// same run on the same server; Global-TPS and latency are measured by this
+// client, DB-TPS and OPS from the server's Com_* counters over the window.
+//
+// Usage: go run ./bench/dtx -sluice bin/sluice -dtm ~/.cache/sluice-bench/dtm-v1.19.0/dtm
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-db/sluice/bench/report"
+	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/sandbox"
+)
+
+type options struct {
+	duration, warmup time.Duration
+	threads, rounds  int
+	sluice, dtm      string
+	dtmSQL           string
+	out              string
+	sbTables, sbSize int
+	only             string
+	sluiceArgs       []string
+	sluiceBolt       bool
+}
+
+func main() {
+	var o options
+	flag.DurationVar(&o.duration, "duration", 15*time.Second, "measured time per row")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured time before each row")
+	flag.IntVar(&o.threads, "threads", 10, "concurrent clients (the seed's c=10)")
+	flag.IntVar(&o.rounds, "rounds", 1, "rounds over all rows; the table shows each row's median")
+	flag.StringVar(&o.sluice, "sluice", "bin/sluice", "sluice binary")
+	flag.StringVar(&o.dtm, "dtm", "", "dtm v1.19.0 binary (empty: skip the dtm rows)")
+	flag.StringVar(&o.dtmSQL, "dtm-sql", "", "dtm's sqls/dtmsvr.storage.mysql.sql")
+	flag.StringVar(&o.out, "out", "bench/out/dtx", "directory for results.json and results.md")
+	flag.IntVar(&o.sbTables, "sysbench-tables", 4, "sysbench tables")
+	flag.IntVar(&o.sbSize, "sysbench-size", 100000, "sysbench rows per table")
+	flag.StringVar(&o.only, "only", "", "comma-separated row names to run (default: all)")
+	flag.BoolVar(&o.sluiceBolt, "sluice-bolt", false, "give sluice its embedded bolt store instead of MySQL")
+	sa := flag.String("sluice-args", "", "extra space-separated flags for sluice dtx serve")
+	flag.Parse()
+	o.sluiceArgs = strings.Fields(*sa)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench dtx:", err)
+		os.Exit(2)
+	}
+}
+
+// row is one line of the seed's table.
+type row struct {
+	name        string
+	coordinator string // "", "sluice", "dtm", "sysbench"
+	sql         int    // business SQL per branch
+	barrier     bool
+}
+
+var rows = []row{
+	{name: "sysbench oltp_write_only", coordinator: "sysbench"},
+	{name: "no coordinator, 2 SQL", sql: 2},
+	{name: "sluice, 0 SQL", coordinator: "sluice"},
+	{name: "dtm, 0 SQL", coordinator: "dtm"},
+	{name: "sluice, 2 SQL", coordinator: "sluice", sql: 2},
+	{name: "dtm, 2 SQL", coordinator: "dtm", sql: 2},
+	{name: "sluice, 2 SQL, barrier", coordinator: "sluice", sql: 2, barrier: true},
+	{name: "dtm, 2 SQL, barrier", coordinator: "dtm", sql: 2, barrier: true},
+	{name: "no coordinator, 10 SQL", sql: 10},
+	{name: "sluice, 10 SQL", coordinator: "sluice", sql: 10},
+	{name: "dtm, 10 SQL", coordinator: "dtm", sql: 10},
+	{name: "sluice, 10 SQL, barrier", coordinator: "sluice", sql: 10, barrier: true},
+	{name: "dtm, 10 SQL, barrier", coordinator: "dtm", sql: 10, barrier: true},
+}
+
+// measurement of one row in one round.
+type measurement struct {
+	globalTPS, dbTPS, ops float64
+	lat                   report.LatencySummary
+	errors                int64
+}
+
+func run(ctx context.Context, o options) error {
+	dir, err := os.MkdirTemp("", "dtxbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	port, err := sandbox.FreePort()
+	if err != nil {
+		return err
+	}
+	c := sandbox.DefaultConfig()
+	c.Dir, c.Name, c.Port, c.BufferPool = dir, "dtxbench", port, "1G"
+	fmt.Fprintf(os.Stderr, "starting MariaDB sandbox on 127.0.0.1:%d\n", port)
+	inst, err := sandbox.Up(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer inst.Stop(context.Background(), time.Minute)
+	db, err := sql.Open("mysql", inst.DSN("")+"?interpolateParams=true")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(200)
+	db.SetMaxIdleConns(200)
+	var version string
+	_ = db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version)
+	if err := dtxtest.Setup(ctx, db, 1<<50); err != nil {
+		return err
+	}
+	// Transfers are spread over many accounts, as in dtm's own benchmark,
+	// so that the figures measure the coordinator, not one hot row.
+	if err := dtxtest.AddAccounts(ctx, db, 3, accounts+2, 1<<40); err != nil {
+		return err
+	}
+
+	b := &bench{o: o, db: db, inst: inst, client: newClient()}
+	defer b.stopCoordinators()
+	if err := b.startSluice(ctx); err != nil {
+		return err
+	}
+	if o.dtm != "" {
+		if err := b.startDtm(ctx); err != nil {
+			return err
+		}
+	}
+
+	results := map[string][]measurement{}
+	selected := rows
+	if o.only != "" {
+		selected = nil
+		for _, r := range rows {
+			if strings.Contains(","+o.only+",", ","+r.name+",") {
+				selected = append(selected, r)
+			}
+		}
+	}
+	for round := 1; round <= o.rounds; round++ {
+		for _, r := range selected {
+			if r.coordinator == "dtm" && o.dtm == "" {
+				continue
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			m, err := b.measure(ctx, r)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			fmt.Fprintf(os.Stderr, "round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d\n",
+				round, r.name, m.globalTPS, m.dbTPS, m.ops, m.lat.P50Ms, m.lat.P99Ms, m.errors)
+			results[r.name] = append(results[r.name], m)
+		}
+	}
+	return b.write(selected, results, version)
+}
+
+type bench struct {
+	o      options
+	db     *sql.DB
+	inst   *sandbox.Instance
+	client *http.Client
+	procs  []*exec.Cmd
+	urls   map[string]string
+	// lastStats are sluice's metrics at the previous row.
+	lastStats map[string]float64
+}
+
+func newClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1000, 1000
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+func (b *bench) stopCoordinators() {
+	for _, p := range b.procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.Process.Kill()
+			<-done
+		}
+	}
+}
+
+func (b *bench) spawn(ctx context.Context, name, url string, cmd *exec.Cmd) error {
+	logf, err := os.Create(filepath.Join(os.TempDir(), "dtxbench-"+name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	b.procs = append(b.procs, cmd)
+	if b.urls == nil {
+		b.urls = map[string]string{}
+	}
+	b.urls[name] = url
+	for i := 0; i < 600; i++ {
+		resp, err := b.client.Get(url + "/newGid")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s did not start; see %s", name, logf.Name())
+}
+
+func (b *bench) startSluice(ctx context.Context) error {
+	port, err := sandbox.FreePort()
+	if err != nil {
+		return err
+	}
+	store := fmt.Sprintf("mysql://root@127.0.0.1:%d/sluice_dtx", b.inst.Port)
+	if b.o.sluiceBolt {
+		store = "bolt://" + filepath.Join(os.TempDir(), fmt.Sprintf("dtxbench-%d.db", port))
+		defer os.Remove(store[len("bolt://"):])
+	}
+	args := append([]string{"dtx", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--store", store, "--log-level", "warn"}, b.o.sluiceArgs...)
+	cmd := exec.CommandContext(ctx, b.o.sluice, args...)
+	return b.spawn(ctx, "sluice", fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", port), cmd)
+}
+
+func (b *bench) startDtm(ctx context.Context) error {
+	sqlText, err := os.ReadFile(b.o.dtmSQL)
+	if err != nil {
+		return fmt.Errorf("dtm schema: %w", err)
+	}
+	for _, st := range strings.Split(string(sqlText), ";") {
+		if strings.TrimSpace(st) == "" {
+			continue
+		}
+		if _, err := b.db.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("dtm schema: %w", err)
+		}
+	}
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = sandbox.FreePort(); err != nil {
+			return err
+		}
+	}
+	conf := fmt.Sprintf(`Store:
+  Driver: 'mysql'
+  Host: '127.0.0.1'
+  User: 'root'
+  Password: ''
+  Port: %d
+  Db: 'dtm'
+HttpPort: %d
+GrpcPort: %d
+JsonRpcPort: %d
+LogLevel: 'error'
+`, b.inst.Port, ports[0], ports[1], ports[2])
+	confPath := filepath.Join(os.TempDir(), "dtxbench-dtm.yml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, b.o.dtm, "-c", confPath)
+	return b.spawn(ctx, "dtm", fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", ports[0]), cmd)
+}
+
+var statusNames = []string{"Com_commit", "Com_insert", "Com_update", "Com_delete", "Com_select", "Com_insert_select", "Com_replace"}
+
+func (b *bench) status(ctx context.Context) (map[string]float64, error) {
+	rows, err := b.db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('"+strings.Join(statusNames, "','")+"')")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]float64{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k], _ = strconv.ParseFloat(v, 64)
+	}
+	return out, rows.Err()
+}
+
+func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
+	if r.coordinator == "sysbench" {
+		return b.sysbench(ctx)
+	}
+	busi, err := dtxtest.Start(b.db, dtxtest.Config{Barrier: r.barrier, SQLPerBranch: r.sql, NoDB: r.sql == 0})
+	if err != nil {
+		return measurement{}, err
+	}
+	defer busi.Close()
+	var fn func(ctx context.Context) error
+	if r.coordinator == "" {
+		fn = func(ctx context.Context) error { return b.direct(ctx, busi.URL) }
+	} else {
+		base := b.urls[r.coordinator]
+		fn = func(ctx context.Context) error { return b.saga(ctx, base, busi.URL) }
+	}
+	// Warm up, then measure a window with the server's counters around it.
+	b.load(ctx, b.o.warmup, fn)
+	s0, err := b.status(ctx)
+	if err != nil {
+		return measurement{}, err
+	}
+	start := time.Now()
+	ok, errs, lat := b.load(ctx, b.o.duration, fn)
+	el := time.Since(start).Seconds()
+	s1, err := b.status(ctx)
+	if err != nil {
+		return measurement{}, err
+	}
+	m := measurement{globalTPS: float64(ok) / el, lat: lat.Summary(), errors: errs}
+	m.dbTPS = (s1["Com_commit"] - s0["Com_commit"]) / el
+	for _, k := range statusNames[1:] {
+		m.ops += (s1[k] - s0[k]) / el
+	}
+	// Let the coordinators finish what the window left in flight.
+	time.Sleep(500 * time.Millisecond)
+	if r.coordinator == "sluice" {
+		b.storeStats(ctx)
+	}
+	return m, nil
+}
+
+var promLine = regexp.MustCompile(`^(sluice_dtx_store_commit_(?:batch_size|seconds)_(?:sum|count)) ([0-9.e+-]+)$`)
+
+// storeStats prints sluice's group-commit figures since the last call: how
+// many state changes shared one store transaction, and its latency.
+func (b *bench) storeStats(ctx context.Context) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.urls["sluice"], "/dtmsvr")+"/metrics", nil)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	cur := map[string]float64{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if m := promLine.FindStringSubmatch(l); m != nil {
+			cur[m[1]], _ = strconv.ParseFloat(m[2], 64)
+		}
+	}
+	d := func(k string) float64 { return cur[k] - b.lastStats[k] }
+	n := d("sluice_dtx_store_commit_seconds_count")
+	if n > 0 {
+		fmt.Fprintf(os.Stderr, "         sluice store: %.0f commits, %.1f changes per commit, %.2f ms per commit\n",
+			n, d("sluice_dtx_store_commit_batch_size_sum")/n, 1000*d("sluice_dtx_store_commit_seconds_sum")/n)
+	}
+	b.lastStats = cur
+}
+
+// load runs fn from o.threads clients for d.
+func (b *bench) load(ctx context.Context, d time.Duration, fn func(context.Context) error) (int64, int64, *report.Latency) {
+	var ok, errs atomic.Int64
+	lats := make([]*report.Latency, b.o.threads)
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := 0; w < b.o.threads; w++ {
+		lats[w] = report.NewLatency()
+		wg.Add(1)
+		go func(l *report.Latency) {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t := time.Now()
+				if err := fn(ctx); err != nil {
+					errs.Add(1)
+					continue
+				}
+				l.Record(time.Since(t))
+				ok.Add(1)
+			}
+		}(lats[w])
+	}
+	wg.Wait()
+	all := report.NewLatency()
+	for _, l := range lats {
+		all.Merge(l)
+	}
+	return ok.Load(), errs.Load(), all
+}
+
+func (b *bench) post(ctx context.Context, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return err
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || bytes.Contains(data, []byte("FAILURE")) {
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, data)
+	}
+	return nil
+}
+
+const accounts = 20000
+
+var uidCounter atomic.Int64
+
+// payload is one transfer between two accounts no other client uses now.
+func payload() []byte {
+	u := int(uidCounter.Add(1)%accounts) + 3
+	return []byte(fmt.Sprintf(`{"amount":1,"out_user":%d,"in_user":%d}`, u, accounts+5-u))
+}
+
+// direct is the no-coordinator baseline: TransOut then TransIn.
+func (b *bench) direct(ctx context.Context, busi string) error {
+	p := payload()
+	if err := b.post(ctx, busi+"/TransOut", p); err != nil {
+		return err
+	}
+	return b.post(ctx, busi+"/TransIn", p)
+}
+
+func newGid() string {
+	var x [12]byte
+	_, _ = rand.Read(x[:])
+	return hex.EncodeToString(x[:])
+}
+
+// saga submits the two-branch saga and waits for its result (wait_result).
+func (b *bench) saga(ctx context.Context, base, busi string) error {
+	p := payload()
+	body, _ := json.Marshal(map[string]any{
+		"gid": newGid(), "trans_type": "saga", "wait_result": true,
+		"steps": []map[string]string{
+			{"action": busi + "/TransOut", "compensate": busi + "/TransOutCompensate"},
+			{"action": busi + "/TransIn", "compensate": busi + "/TransInCompensate"},
+		},
+		"payloads": []string{string(p), string(p)},
+	})
+	return b.post(ctx, base+"/submit", body)
+}
+
+var sbLine = regexp.MustCompile(`transactions:\s+(\d+)\s+\(([\d.]+) per sec`)
+
+// sysbench runs oltp_write_only; its figures come from the same counters.
+func (b *bench) sysbench(ctx context.Context) (measurement, error) {
+	if _, err := exec.LookPath("sysbench"); err != nil {
+		return measurement{}, errors.New("sysbench is not installed (make deps)")
+	}
+	if _, err := b.db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS sbtest"); err != nil {
+		return measurement{}, err
+	}
+	args := []string{"oltp_write_only", "--mysql-host=127.0.0.1", fmt.Sprintf("--mysql-port=%d", b.inst.Port), "--mysql-user=root",
+		"--mysql-db=sbtest", fmt.Sprintf("--tables=%d", b.o.sbTables), fmt.Sprintf("--table-size=%d", b.o.sbSize),
+		fmt.Sprintf("--threads=%d", b.o.threads)}
+	var exists int
+	_ = b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='sbtest'").Scan(&exists)
+	if exists < b.o.sbTables {
+		if out, err := exec.CommandContext(ctx, "sysbench", append(args, "prepare")...).CombinedOutput(); err != nil {
+			return measurement{}, fmt.Errorf("sysbench prepare: %v\n%s", err, out)
+		}
+	}
+	s0, err := b.status(ctx)
+	if err != nil {
+		return measurement{}, err
+	}
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, "sysbench", append(args, fmt.Sprintf("--time=%d", int(b.o.duration.Seconds())), "--percentile=99", "run")...).CombinedOutput()
+	if err != nil {
+		return measurement{}, fmt.Errorf("sysbench run: %v\n%s", err, out)
+	}
+	el := time.Since(start).Seconds()
+	s1, err := b.status(ctx)
+	if err != nil {
+		return measurement{}, err
+	}
+	m := measurement{}
+	m.dbTPS = (s1["Com_commit"] - s0["Com_commit"]) / el
+	for _, k := range statusNames[1:] {
+		m.ops += (s1[k] - s0[k]) / el
+	}
+	if sm := sbLine.FindSubmatch(out); sm == nil {
+		return m, fmt.Errorf("sysbench output without a transactions line:\n%s", out)
+	}
+	return m, nil
+}
+
+func median(ms []measurement, f func(measurement) float64) float64 {
+	v := make([]float64, len(ms))
+	for i, m := range ms {
+		v[i] = f(m)
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func (b *bench) write(selected []row, results map[string][]measurement, version string) error {
+	run := report.NewRun("bench/dtx.sh", "sluice dtx vs dtm v1.19.0")
+	run.Server = report.Server{Version: version, Addr: fmt.Sprintf("127.0.0.1:%d", b.inst.Port)}
+	run.Params = map[string]any{"threads": b.o.threads, "duration_s": b.o.duration.Seconds(), "rounds": b.o.rounds,
+		"sysbench_tables": b.o.sbTables, "sysbench_table_size": b.o.sbSize, "saga": "TransOut + TransIn, wait_result"}
+	t := &report.Table{Columns: []string{"<", "Global-TPS", "DB-TPS", "OPS", "p50 (ms)", "p99 (ms)", "errors"}}
+	get := map[string]float64{}
+	for _, r := range selected {
+		ms := results[r.name]
+		if len(ms) == 0 {
+			continue
+		}
+		g := median(ms, func(m measurement) float64 { return m.globalTPS })
+		d := median(ms, func(m measurement) float64 { return m.dbTPS })
+		o := median(ms, func(m measurement) float64 { return m.ops })
+		p50 := median(ms, func(m measurement) float64 { return m.lat.P50Ms })
+		p99 := median(ms, func(m measurement) float64 { return m.lat.P99Ms })
+		var errs int64
+		for _, m := range ms {
+			errs += m.errors
+		}
+		get[r.name] = g
+		gs, p50s, p99s := report.Num(g), report.Num(p50), report.Num(p99)
+		if r.coordinator == "sysbench" {
+			gs, p50s, p99s = "-", "-", "-"
+		}
+		t.AddRow(r.name, gs, report.Num(d), report.Num(o), p50s, p99s, strconv.FormatInt(errs, 10))
+		res := report.Result{Workload: r.name, Threads: b.o.threads, DurationS: b.o.duration.Seconds(), TPS: g, QPS: o, Errors: errs,
+			Metrics: map[string]float64{"global_tps": g, "db_tps": d, "ops": o}}
+		res.LatencySummary = ms[len(ms)/2].lat
+		res.P50Ms, res.P99Ms = p50, p99
+		run.Add(res)
+	}
+	var md bytes.Buffer
+	if err := t.Markdown(&md); err != nil {
+		return err
+	}
+	ratio := func(a, b string) string {
+		if get[a] == 0 || get[b] == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f", get[a]/get[b])
+	}
+	fmt.Fprintf(&md, "\nsluice / dtm Global-TPS: 0 SQL %s, 2 SQL %s (goal >= 2), 2 SQL barrier %s, 10 SQL %s, 10 SQL barrier %s\n",
+		ratio("sluice, 0 SQL", "dtm, 0 SQL"), ratio("sluice, 2 SQL", "dtm, 2 SQL"), ratio("sluice, 2 SQL, barrier", "dtm, 2 SQL, barrier"),
+		ratio("sluice, 10 SQL", "dtm, 10 SQL"), ratio("sluice, 10 SQL, barrier", "dtm, 10 SQL, barrier"))
+	fmt.Fprintf(&md, "sluice / no coordinator Global-TPS: 2 SQL %s (goal >= 0.80), 10 SQL %s\n",
+		ratio("sluice, 2 SQL", "no coordinator, 2 SQL"), ratio("sluice, 10 SQL", "no coordinator, 10 SQL"))
+	run.Notes = append(run.Notes, strings.TrimSpace(md.String()))
+	run.Finished = time.Now().UTC()
+	if err := os.MkdirAll(b.o.out, 0o755); err != nil {
+		return err
+	}
+	if err := run.Save(filepath.Join(b.o.out, "results.json")); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.o.out, "results.md"), md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	_, err := os.Stdout.Write(md.Bytes())
+	return err
+}
