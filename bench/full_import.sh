@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Full-import benchmark: sluice migrate against mydumper+myloader and
+# mariadb-dump | mariadb, on the same sandbox pair and the same sysbench data
+# (TABLES x TABLE_SIZE rows), in alternating order, ROUNDS times; prints the
+# MB/s of each, the medians and the ratio sluice / mydumper+myloader, and
+# records them in docs/benchmarks/full-import.md.
+#
+# Env: TABLES (4) TABLE_SIZE (1000000) THREADS (4) POOL (4) ROUNDS (3)
+#      BUFFER_POOL (2G) SLUICE (bin/sluice) DOC (docs/benchmarks/full-import.md)
+set -euo pipefail
+
+# Benchmarks never overlap: take the shared lock (re-exec under flock).
+if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
+  export SLUICE_BENCH_LOCKED=1
+  exec flock /tmp/sluice-bench.lock "$0" "$@"
+fi
+
+cd "$(dirname "$0")/.."
+TABLES=${TABLES:-4}
+TABLE_SIZE=${TABLE_SIZE:-1000000}
+THREADS=${THREADS:-4}
+POOL=${POOL:-4}
+ROUNDS=${ROUNDS:-3}
+BUFFER_POOL=${BUFFER_POOL:-2G}
+SLUICE=${SLUICE:-$PWD/bin/sluice}
+DOC=${DOC:-$PWD/docs/benchmarks/full-import.md}
+CHUNK=${CHUNK:-50000}
+
+for tool in sysbench mydumper myloader mariadb-dump mariadb; do
+  command -v "$tool" >/dev/null || { echo "full_import: $tool is missing (run 'make deps')" >&2; exit 2; }
+done
+[ -x "$SLUICE" ] || { echo "full_import: $SLUICE is missing (run 'make build')" >&2; exit 2; }
+
+WORK=$(mktemp -d /tmp/sluice-fullimport.XXXXXX)
+export SLUICE_HOME=$WORK/home
+cleanup() {
+  "$SLUICE" sandbox down --name fi_src --purge >/dev/null 2>&1 || true
+  "$SLUICE" sandbox down --name fi_dst --purge >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+  local p
+  while :; do
+    p=$(( (RANDOM % 20000) + 20000 ))
+    ss -ltn "( sport = :$p )" 2>/dev/null | grep -q ":$p" || { echo "$p"; return; }
+  done
+}
+SRC_PORT=$(free_port)
+DST_PORT=$(free_port)
+while [ "$DST_PORT" = "$SRC_PORT" ]; do DST_PORT=$(free_port); done
+
+echo "== sandboxes: source :$SRC_PORT, target :$DST_PORT, innodb_buffer_pool_size=$BUFFER_POOL (same for every contender)"
+"$SLUICE" sandbox up --name fi_src --port "$SRC_PORT" --buffer-pool "$BUFFER_POOL" >/dev/null
+"$SLUICE" sandbox up --name fi_dst --port "$DST_PORT" --buffer-pool "$BUFFER_POOL" >/dev/null
+SRC=(mariadb -h127.0.0.1 -P"$SRC_PORT" -uroot)
+DST=(mariadb -h127.0.0.1 -P"$DST_PORT" -uroot)
+
+echo "== sysbench prepare: $TABLES tables x $TABLE_SIZE rows"
+"${SRC[@]}" -e "CREATE DATABASE sbtest"
+sysbench oltp_insert --tables="$TABLES" --table-size="$TABLE_SIZE" --threads="$TABLES" \
+  --mysql-host=127.0.0.1 --mysql-port="$SRC_PORT" --mysql-user=root --mysql-db=sbtest --db-driver=mysql prepare >/dev/null
+
+cat >"$WORK/task.yaml" <<EOF
+name: fullimport
+source: {host: 127.0.0.1, port: $SRC_PORT, user: root, password: ""}
+target: {host: 127.0.0.1, port: $DST_PORT, user: root, password: ""}
+tables: {include: ["sbtest.*"]}
+threads: $THREADS
+pool-size: $POOL
+rows-per-chunk: $CHUNK
+EOF
+
+reset_target() {
+  "${DST[@]}" -e "DROP DATABASE IF EXISTS sbtest; DROP DATABASE IF EXISTS sluice_meta; RESET MASTER;"
+}
+now() { date +%s.%N; }
+elapsed() { echo "$2 - $1" | bc; }
+
+# The data size every MB/s is computed from: the sluice text form of the
+# rows (tab-separated, what LOAD DATA reads), measured once by a dump.
+"$SLUICE" dump --config "$WORK/task.yaml" --dir "$WORK/size" --progress-every 1h >"$WORK/size.log"
+BYTES=$(du -cb "$WORK"/size/*.tsv | tail -1 | cut -f1)
+MB=$(echo "scale=2; $BYTES / 1000000" | bc)
+rm -rf "$WORK/size"
+echo "== data: $MB MB as text ($(du -sh "$WORK/home/fi_src/data/sbtest" | cut -f1) on disk)"
+
+declare -A T
+run_sluice_chunk() {
+  "$SLUICE" migrate --config "$WORK/task.yaml" --mode full --target-binlog=false --progress-every 1h >"$WORK/out.log"
+}
+run_sluice_table() {
+  "$SLUICE" migrate --config "$WORK/task.yaml" --mode full --target-binlog=false --commit-unit table --progress-every 1h >"$WORK/out.log"
+}
+run_mydumper() {
+  rm -rf "$WORK/md"
+  local a b c
+  a=$(now)
+  mydumper -h 127.0.0.1 -P "$SRC_PORT" -u root -B sbtest -t "$THREADS" -r "$CHUNK" -o "$WORK/md" >/dev/null 2>&1
+  b=$(now)
+  myloader -h 127.0.0.1 -P "$DST_PORT" -u root -d "$WORK/md" -t "$POOL" >/dev/null 2>&1
+  c=$(now)
+  T[mydumper_dump,$1]=$(elapsed "$a" "$b")
+  T[myloader_load,$1]=$(elapsed "$b" "$c")
+  rm -rf "$WORK/md"
+}
+run_mariadb_dump() {
+  { echo "SET sql_log_bin=0;"; mariadb-dump -h127.0.0.1 -P"$SRC_PORT" -uroot --single-transaction --databases sbtest; } | "${DST[@]}"
+}
+
+CONTENDERS=(sluice_chunk sluice_table mydumper mariadb_dump)
+for round in $(seq 1 "$ROUNDS"); do
+  n=${#CONTENDERS[@]}
+  for i in $(seq 0 $((n - 1))); do
+    c=${CONTENDERS[$(( (i + round - 1) % n ))]}
+    reset_target
+    a=$(now)
+    "run_$c" "$round"
+    b=$(now)
+    T[$c,$round]=$(elapsed "$a" "$b")
+    for t in $(seq 1 "$TABLES"); do
+      rows=$("${DST[@]}" -N -e "SELECT COUNT(*) FROM sbtest.sbtest$t")
+      [ "$rows" = "$TABLE_SIZE" ] || { echo "full_import: $c loaded $rows rows into sbtest$t, want $TABLE_SIZE" >&2; exit 1; }
+    done
+    printf "round %d  %-14s %7.1f s  %7.1f MB/s\n" "$round" "$c" "${T[$c,$round]}" "$(echo "scale=2; $MB / ${T[$c,$round]}" | bc)"
+  done
+done
+
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+med() { local k=$1 v=(); for r in $(seq 1 "$ROUNDS"); do v+=("${T[$k,$r]}"); done; median "${v[@]}"; }
+mbs() { echo "scale=1; $MB / $1" | bc; }
+
+S_CHUNK=$(med sluice_chunk); S_TABLE=$(med sluice_table); MYD=$(med mydumper)
+MYD_D=$(med mydumper_dump); MYL_L=$(med myloader_load); MDP=$(med mariadb_dump)
+R_CHUNK=$(echo "scale=2; $MYD / $S_CHUNK" | bc); R_TABLE=$(echo "scale=2; $MYD / $S_TABLE" | bc)
+DATE=$(date -u +"%Y-%m-%d %H:%M UTC")
+
+TABLE=$(cat <<EOF
+Run $DATE on $(nproc) cores (shared with other work; figures are medians of $ROUNDS alternating rounds).
+Data: sysbench oltp_insert, $TABLES tables x $TABLE_SIZE rows, $MB MB as text. Both servers: MariaDB sandboxes with
+innodb_buffer_pool_size=$BUFFER_POOL, everything else default (innodb_flush_log_at_trx_commit=1, binlog on).
+Every contender loads with the target's binlog off for its session, as myloader does by default
+(sluice --target-binlog=false, mariadb-dump piped after SET sql_log_bin=0).
+Threads: $THREADS dump connections, $POOL load connections for sluice and mydumper/myloader; mariadb-dump is single-threaded.
+
+| contender | dump (s) | load (s) | end to end (s) | end to end (MB/s) | vs mydumper+myloader |
+| :-- | --: | --: | --: | --: | --: |
+| sluice migrate (--commit-unit chunk, default) | streamed | streamed | $S_CHUNK | $(mbs "$S_CHUNK") | ${R_CHUNK}x |
+| sluice migrate --commit-unit table | streamed | streamed | $S_TABLE | $(mbs "$S_TABLE") | ${R_TABLE}x |
+| mydumper -t $THREADS -r $CHUNK + myloader -t $POOL | $MYD_D ($(mbs "$MYD_D") MB/s) | $MYL_L ($(mbs "$MYL_L") MB/s) | $MYD | $(mbs "$MYD") | 1.00x |
+| mariadb-dump --single-transaction \| mariadb | streamed | streamed | $MDP | $(mbs "$MDP") | $(echo "scale=2; $MYD / $MDP" | bc)x |
+
+Command: \`make bench-full-import\` (bench/full_import.sh; env TABLES=$TABLES TABLE_SIZE=$TABLE_SIZE THREADS=$THREADS POOL=$POOL ROUNDS=$ROUNDS BUFFER_POOL=$BUFFER_POOL)
+EOF
+)
+echo
+echo "$TABLE"
+
+# Record the table in the doc between its markers (the notes around it are
+# written by hand).
+if [ -f "$DOC" ] && grep -q '<!-- results:start -->' "$DOC"; then
+  python3 - "$DOC" "$TABLE" <<'PY'
+import sys
+doc, table = sys.argv[1], sys.argv[2]
+s = open(doc).read()
+a = s.index('<!-- results:start -->') + len('<!-- results:start -->')
+b = s.index('<!-- results:end -->')
+open(doc, 'w').write(s[:a] + '\n' + table + '\n' + s[b:])
+PY
+  echo "recorded in $DOC"
+fi
