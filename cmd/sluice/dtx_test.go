@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/dtx"
+	"github.com/sluice-db/sluice/dtx/boltstore"
+	"github.com/sluice-db/sluice/dtx/dtxtest"
+)
+
+func TestDtxQuery(t *testing.T) {
+	ctx := context.Background()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := dtxtest.Serve(dtxtest.FastConfig(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/prepare", "application/json", strings.NewReader(`{"gid":"q1","trans_type":"tcc","timeout_to_fail":3600}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("prepare: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	server := strings.TrimSuffix(srv.URL, "/api/dtmsvr")
+	out, err := dtxQuery(ctx, server, "", "q1")
+	if err != nil || !strings.Contains(string(out), `"status": "prepared"`) || !strings.Contains(string(out), `"branches"`) {
+		t.Fatalf("query: %v\n%s", err, out)
+	}
+	var se *sluice.Error
+	if _, err := dtxQuery(ctx, server, "", "nosuch"); !errors.As(err, &se) || !errors.Is(err, dtx.ErrNotFound) {
+		t.Fatalf("unknown gid: %v", err)
+	}
+	if _, err := dtxQuery(ctx, "http://127.0.0.1:1", "", "q1"); !errors.As(err, &se) || !strings.Contains(err.Error(), "fix:") {
+		t.Fatalf("unreachable server: %v", err)
+	}
+
+	// Straight from a store file nobody has open.
+	path := filepath.Join(t.TempDir(), "b.db")
+	st2, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &dtx.Global{Gid: "q2", TransType: dtx.TypeSaga, Status: dtx.StatusSucceed, FinishTime: time.Now()}
+	if errs, err := st2.Apply(ctx, []*dtx.Mutation{{Gid: "q2", Create: true, Global: g}}); err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	st2.Close()
+	out, err = dtxQuery(ctx, "", "bolt://"+path, "q2")
+	if err != nil || !strings.Contains(string(out), `"status": "succeed"`) {
+		t.Fatalf("query store: %v\n%s", err, out)
+	}
+}
+
+func TestOpenDtxStoreRejectsBadURLs(t *testing.T) {
+	for _, u := range []string{"redis://x", "bolt://", "mysql://root@127.0.0.1:notaport/db", "mysql://root@127.0.0.1:3306/bad.name"} {
+		if s, _, err := openDtxStore(context.Background(), u); err == nil {
+			s.Close()
+			t.Errorf("%s: no error", u)
+		} else if !errors.Is(err, sluice.ErrConfig) {
+			t.Errorf("%s: %v, want a config error", u, err)
+		}
+	}
+}
