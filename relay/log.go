@@ -182,6 +182,25 @@ func (l *Log) Has(pos sluice.Position) bool {
 	return false
 }
 
+// WaitFor blocks until the relay holds pos (the writer has stored
+// everything up to it), ctx ends, or the Log is closed.
+func (l *Log) WaitFor(ctx context.Context, pos sluice.Position) error {
+	for {
+		l.mu.Lock()
+		ch, closed := l.changed, l.closed
+		l.mu.Unlock()
+		if l.Has(pos) {
+			return nil
+		}
+		if closed {
+			return ErrClosed
+		}
+		if err := waitChange(ctx, ch); err != nil {
+			return err
+		}
+	}
+}
+
 // Dir is the relay directory.
 func (l *Log) Dir() string { return l.cfg.Dir }
 

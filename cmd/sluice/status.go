@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/replicate"
+	"github.com/sluice-db/sluice/task"
+)
+
+func init() { register(newStatusCmd) }
+
+func newStatusCmd() *cobra.Command {
+	var config string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status --config task.yaml",
+		Short: "Show a replication task's stage, positions, lag and rates",
+		Long: `status reads the snapshot a running replication task refreshes every second
+in its directory (status.json): the stage; the source position (from events,
+or heartbeats while the source is idle), the end of the relay log and the
+position applied on the target; the lag in seconds; events/s and
+transactions/s. The same figures are served as Prometheus metrics on the
+task's metrics-addr.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if config == "" {
+				return &sluice.Error{Op: "status", Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml"}
+			}
+			cfg, err := task.Load(config)
+			if err != nil {
+				return err
+			}
+			s, err := replicate.ReadStatus(cfg.Dir)
+			if err != nil {
+				return err
+			}
+			running := taskRunning(cfg.Dir)
+			if asJSON {
+				enc := json.NewEncoder(c.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(struct {
+					replicate.Status
+					Running bool `json:"running"`
+				}{s, running})
+			}
+			printStatus(c.OutOrStdout(), s, running, cfg.Dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "", "task file (YAML)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+// taskRunning reports whether a process holds the task's lock.
+func taskRunning(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, "task.lock"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+func printStatus(w io.Writer, s replicate.Status, running bool, dir string) {
+	stage := s.Stage
+	switch {
+	case running:
+		stage = fmt.Sprintf("%s (pid %d, up %s)", s.Stage, s.PID, time.Since(s.Started).Round(time.Second))
+	case s.Stage == replicate.StageRunning || s.Stage == replicate.StageRetrying || s.Stage == replicate.StageStarting:
+		stage = fmt.Sprintf("not running (last seen %s, %s ago; the process ended without a clean stop)", s.Stage, time.Since(s.Updated).Round(time.Second))
+	}
+	row := func(k, v string) { fmt.Fprintf(w, "%-12s %s\n", k+":", v) }
+	row("task", s.Task)
+	row("stage", stage)
+	row("source", s.Source.String())
+	row("relay", s.Relay.String())
+	row("applied", s.Applied.String())
+	row("lag", fmt.Sprintf("%.1f s", s.LagSeconds))
+	row("events/s", fmt.Sprintf("%.0f", s.EventsPerSec))
+	row("txns/s", fmt.Sprintf("%.0f", s.TxnsPerSec))
+	row("totals", fmt.Sprintf("%d events, %d transactions, %d rows, %d DDL", s.Events, s.Txns, s.Rows, s.DDL))
+	row("relay log", fmt.Sprintf("%d files in %s", s.RelayFiles, filepath.Join(dir, "relay")))
+	row("reconnects", fmt.Sprintf("%d to the source, %d applier restarts", s.Reconnects, s.Restarts))
+	if running && s.MetricsAddr != "" {
+		row("metrics", "http://"+s.MetricsAddr+"/metrics")
+	}
+	row("updated", s.Updated.Local().Format(time.RFC3339))
+	if s.Error != "" {
+		row("error", s.Error)
+	}
+}

@@ -1,0 +1,264 @@
+package replicate_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+	"github.com/sluice-db/sluice/replicate"
+	"github.com/sluice-db/sluice/sandbox"
+	"github.com/sluice-db/sluice/verify"
+)
+
+var srcInst, dstInst *sandbox.Instance
+
+func TestMain(m *testing.M) {
+	var stops []func()
+	code := func() int {
+		for _, p := range []struct {
+			name string
+			inst **sandbox.Instance
+		}{{"src", &srcInst}, {"dst", &dstInst}} {
+			inst, stop, err := sandboxtest.New(p.name)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			stops = append(stops, stop)
+			*p.inst = inst
+		}
+		return m.Run()
+	}()
+	for _, s := range stops {
+		s()
+	}
+	os.Exit(code)
+}
+
+func masterStatus(tb testing.TB, db *sql.DB) sluice.Position {
+	tb.Helper()
+	var p sluice.Position
+	var a, b any
+	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &a, &b); err != nil {
+		tb.Fatal(err)
+	}
+	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&p.GTIDSet); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+func taskConfig(t *testing.T, name string, src, dst *sandbox.Instance, start sluice.Position) replicate.Config {
+	cfg := replicate.DefaultConfig(name, t.TempDir())
+	cfg.Source, cfg.Target = src.Endpoint(), dst.Endpoint()
+	cfg.Binlog.Heartbeat = 200 * time.Millisecond
+	cfg.Binlog.MinBackoff, cfg.Binlog.MaxBackoff = 50*time.Millisecond, time.Second
+	cfg.Apply.Workers, cfg.Apply.Batch = 4, 20
+	cfg.StatusEvery = 100 * time.Millisecond
+	cfg.RetryMin, cfg.RetryMax = 100*time.Millisecond, time.Second
+	cfg.Start = sluice.Position{File: start.File, Pos: start.Pos}
+	cfg.MetricsAddr = "127.0.0.1:0"
+	return cfg
+}
+
+type running struct {
+	task   *replicate.Task
+	cancel context.CancelFunc
+	done   chan error
+	ended  bool
+	err    error
+}
+
+func run(t *testing.T, cfg replicate.Config) *running {
+	t.Helper()
+	task, err := replicate.New(cfg, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{task: task, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- task.Run(ctx, nil) }()
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	if !r.ended {
+		r.err, r.ended = <-r.done, true
+	}
+	if r.err != nil {
+		t.Fatalf("task stopped with %v", r.err)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
+
+func after(p, q sluice.Position) bool {
+	if p.File != q.File {
+		return p.File > q.File
+	}
+	return p.Pos >= q.Pos
+}
+
+// waitApplied waits until the task's applied position reaches pos.
+func (r *running) waitApplied(t *testing.T, pos sluice.Position) replicate.Status {
+	t.Helper()
+	for {
+		s := r.task.Status()
+		if after(s.Applied, pos) {
+			return s
+		}
+		select {
+		case err := <-r.done:
+			r.err, r.ended = err, true
+			t.Fatalf("task ended before applying %s (at %s): %v", pos, s.Applied, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func sameData(t *testing.T, src, dst *sandbox.Instance, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	s, d := sandboxtest.MustOpen(t, src, ""), sandboxtest.MustOpen(t, dst, "")
+	tables, err := verify.SchemaTables(ctx, s, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := verify.Run(ctx, verify.DefaultConfig(), s, d, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Equal() {
+		t.Fatalf("source and target differ: %v", rep.Err())
+	}
+}
+
+func workload(t *testing.T, db *sql.DB, schema string, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		sandboxtest.MustExec(t, db,
+			fmt.Sprintf("INSERT INTO %s.t (id, k, v) VALUES (%d, %d, 'v%d')", schema, i, i%7, i),
+			fmt.Sprintf("INSERT INTO %s.nokey VALUES (%d, 'row %d')", schema, i%5, i))
+		if i%3 == 0 {
+			sandboxtest.MustExec(t, db, fmt.Sprintf("UPDATE %s.t SET k=k+1, v=CONCAT(v,'!') WHERE id=%d", schema, i-1))
+		}
+		if i%10 == 0 {
+			sandboxtest.MustExec(t, db, fmt.Sprintf("DELETE FROM %s.t WHERE id=%d", schema, i-5))
+		}
+	}
+}
+
+func TestReplicateStopAndResume(t *testing.T) {
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	start := masterStatus(t, src)
+	sandboxtest.MustExec(t, src, "CREATE DATABASE rs", "CREATE TABLE rs.t (id int primary key, k int, v varchar(50))",
+		"CREATE TABLE rs.nokey (a int, b varchar(50))")
+	cfg := taskConfig(t, "rs", srcInst, dstInst, start)
+	cfg.Decode.Selected = func(r sluice.TableRef) bool { return r.Schema == "rs" }
+	cfg.Decode.SchemaSelected = func(s string) bool { return s == "rs" }
+	r := run(t, cfg)
+	workload(t, src, "rs", 1, 60)
+	st := r.waitApplied(t, masterStatus(t, src))
+	sameData(t, srcInst, dstInst, "rs")
+	if st.Txns < 120 || st.Source.File == "" || st.Relay.File == "" || st.Stage != replicate.StageRunning {
+		t.Fatalf("status after the first run: %+v", st)
+	}
+	r.stop(t)
+	saved, err := replicate.ReadStatus(cfg.Dir)
+	if err != nil || saved.Stage != replicate.StageStopped || saved.Applied != st.Applied && !after(saved.Applied, st.Applied) {
+		t.Fatalf("status file after stop: %+v %v", saved, err)
+	}
+
+	// Written while stopped; the rerun resumes from the checkpoint.
+	workload(t, src, "rs", 100, 40)
+	sandboxtest.MustExec(t, src, "ALTER TABLE rs.t ADD COLUMN extra int DEFAULT 7")
+	workload(t, src, "rs", 200, 10)
+	r = run(t, cfg)
+	defer r.stop(t)
+	r.waitApplied(t, masterStatus(t, src))
+	sameData(t, srcInst, dstInst, "rs")
+
+	// Idle: heartbeats keep the source position current and the lag at 0.
+	time.Sleep(600 * time.Millisecond)
+	if s := r.task.Status(); s.LagSeconds != 0 || !after(s.Applied, s.Source) {
+		t.Fatalf("idle task: lag %.1fs, applied %s, source %s", s.LagSeconds, s.Applied, s.Source)
+	}
+}
+
+func TestRelaySurvivesSourcePurgeAndTargetRestart(t *testing.T) {
+	dst := sandboxtest.Start(t, "dst2")
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	start := masterStatus(t, src)
+	sandboxtest.MustExec(t, src, "CREATE DATABASE pg", "CREATE TABLE pg.t (id int primary key, k int, v varchar(50))",
+		"CREATE TABLE pg.nokey (a int, b varchar(50))")
+	cfg := taskConfig(t, "pg", srcInst, dst, start)
+	cfg.Decode.Selected = func(r sluice.TableRef) bool { return r.Schema == "pg" }
+	cfg.Decode.SchemaSelected = func(s string) bool { return s == "pg" }
+	r := run(t, cfg)
+	defer r.stop(t)
+	workload(t, src, "pg", 1, 20)
+	r.waitApplied(t, masterStatus(t, src))
+
+	// The target goes away; the source keeps writing and purges its binlogs.
+	if err := dst.Stop(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	workload(t, src, "pg", 100, 30)
+	sandboxtest.MustExec(t, src, "FLUSH BINARY LOGS")
+	workload(t, src, "pg", 200, 30)
+	end := masterStatus(t, src)
+	for !after(r.task.Status().Relay, end) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	sandboxtest.MustExec(t, src, "PURGE BINARY LOGS TO '"+end.File+"'")
+
+	c := sandbox.DefaultConfig()
+	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(dst.Home), dst.Name, dst.Port, "128M"
+	if _, err := sandbox.Up(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	st := r.waitApplied(t, end)
+	if st.Restarts == 0 {
+		t.Fatalf("the applier never restarted while the target was down: %+v", st)
+	}
+	sameData(t, srcInst, dst, "pg")
+}
+
+func TestRefusesBadStart(t *testing.T) {
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	ctx := context.Background()
+	// No checkpoint and no start position.
+	cfg := taskConfig(t, "nostart", srcInst, dstInst, sluice.Position{})
+	task, err := replicate.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Run(ctx, nil); !errors.Is(err, sluice.ErrConfig) {
+		t.Fatalf("no start position: %v", err)
+	}
+	// A file the source does not have.
+	cfg = taskConfig(t, "purged", srcInst, dstInst, sluice.Position{File: "mysql-bin.000000", Pos: 4})
+	task, _ = replicate.New(cfg, nil)
+	if err := task.Run(ctx, nil); !errors.Is(err, sluice.ErrBinlogPurged) {
+		t.Fatalf("purged start: %v", err)
+	}
+	// Statement-based binlog on the source.
+	sandboxtest.MustExec(t, src, "SET GLOBAL binlog_format='STATEMENT'")
+	defer sandboxtest.MustExec(t, src, "SET GLOBAL binlog_format='ROW'")
+	cfg = taskConfig(t, "stmt", srcInst, dstInst, masterStatus(t, src))
+	task, _ = replicate.New(cfg, nil)
+	if err := task.Run(ctx, nil); !errors.Is(err, sluice.ErrBinlogFormat) {
+		t.Fatalf("STATEMENT binlog: %v", err)
+	}
+}

@@ -1,0 +1,551 @@
+package replicate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/apply"
+	"github.com/sluice-db/sluice/binlog"
+	"github.com/sluice-db/sluice/decode"
+	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/relay"
+	"github.com/sluice-db/sluice/schema"
+)
+
+// Task runs one replication task. Run may be called once.
+type Task struct {
+	cfg Config
+	log io.Writer
+
+	events   atomic.Uint64
+	restarts atomic.Int64
+
+	mu       sync.Mutex
+	stage    string
+	lastErr  string
+	started  time.Time
+	writer   *relay.Writer
+	breader  *binlog.Reader
+	rlog     *relay.Log
+	applier  *apply.Applier
+	base     apply.Stats // counters of appliers that were replaced
+	pending  []pendingTxn
+	metAddr  string
+	prevAt   time.Time
+	prevEvts uint64
+	prevTxns uint64
+}
+
+type pendingTxn struct {
+	end sluice.Position
+	ts  uint32
+}
+
+// New validates cfg. Messages (start, retries, stop) go to out.
+func New(cfg Config, out io.Writer) (*Task, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = io.Discard
+	}
+	return &Task{cfg: cfg, log: out, stage: StageStarting}, nil
+}
+
+func (t *Task) logf(format string, args ...any) {
+	fmt.Fprintf(t.log, "%s replicate %s: %s\n", time.Now().UTC().Format("15:04:05"), t.cfg.Name, fmt.Sprintf(format, args...))
+}
+
+// Run replicates until ctx ends (a clean stop returns nil) or a fatal error.
+// start is the full copy's snapshot position for --mode all; nil means the
+// checkpoint, or Config.Start for a task that has none.
+func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
+	t.mu.Lock()
+	t.started = time.Now()
+	t.mu.Unlock()
+	if err := os.MkdirAll(t.cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("replicate: %w", err)
+	}
+	unlock, err := lockDir(t.cfg.Dir, t.cfg.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = t.run(ctx, start)
+	st := t.Status()
+	st.Stage = StageStopped
+	if err != nil {
+		st.Stage, st.Error = StageFailed, oneLine(err)
+	}
+	_ = WriteStatus(t.cfg.Dir, st)
+	return err
+}
+
+func (t *Task) run(ctx context.Context, start *sluice.Position) error {
+	bcfg := t.cfg.Binlog
+	bcfg.Source = t.cfg.Source
+	info, err := binlog.Check(ctx, bcfg)
+	if err != nil {
+		return err
+	}
+	flavor := info.Flavor
+	bcfg.Flavor = flavor
+	t.cfg.Relay.Flavor, t.cfg.Decode.Flavor = flavor, flavor
+
+	db, err := apply.OpenTarget(ctx, t.cfg.Target, t.cfg.Apply.Workers)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	pos, err := t.startPosition(ctx, db, start, info, bcfg)
+	if err != nil {
+		return err
+	}
+	rlog, err := relay.Open(t.cfg.Relay)
+	if err != nil {
+		return err
+	}
+	defer rlog.Close()
+	if !rlog.Has(pos) {
+		// The relay does not hold the checkpoint (first run, or the relay
+		// was lost): fetch again from the checkpoint's file.
+		if err := binlog.CheckPosition(info, pos, t.cfg.Source); err != nil {
+			return err
+		}
+		if err := rlog.Reset(); err != nil {
+			return err
+		}
+	}
+	rlog.SetApplied(pos)
+	t.mu.Lock()
+	t.rlog = rlog
+	t.mu.Unlock()
+
+	m := newMetrics(t.cfg.Name)
+	if t.cfg.MetricsAddr != "" {
+		addr, err := m.serve(t.cfg.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		defer m.close()
+		t.mu.Lock()
+		t.metAddr = addr
+		t.mu.Unlock()
+	}
+	t.logf("source %s (%s), target %s, from %s; relay in %s; metrics on %s", t.cfg.Source, flavor, t.cfg.Target, pos, t.cfg.Relay.Dir, t.metAddr)
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Add(3)
+	go func() { defer wg.Done(); errs <- t.fetch(rctx, rlog, bcfg, pos) }()
+	go func() { defer wg.Done(); errs <- t.applyLoop(rctx, rlog, db) }()
+	go func() { defer wg.Done(); t.statusLoop(rctx, m); errs <- nil }()
+	var first error
+	for i := 0; i < 3; i++ {
+		err := <-errs
+		if err != nil && !errors.Is(err, context.Canceled) && first == nil {
+			first = err
+		}
+		cancel()
+	}
+	wg.Wait()
+	if first == nil {
+		t.logf("stopped at %s", t.Status().Applied)
+	}
+	return first
+}
+
+// startPosition returns the checkpoint, seeding it first for a new task.
+func (t *Task) startPosition(ctx context.Context, db *sql.DB, start *sluice.Position, info *binlog.Info, bcfg binlog.Config) (sluice.Position, error) {
+	a, err := apply.New(t.cfg.Apply, db)
+	if err != nil {
+		return sluice.Position{}, err
+	}
+	pos, ok, err := a.Checkpoint(ctx)
+	if err != nil {
+		return pos, dbconn.Classify(err, "target", t.cfg.Target)
+	}
+	if ok {
+		pos.Flavor = info.Flavor
+		return pos, nil
+	}
+	want := t.cfg.Start
+	if start != nil {
+		want = *start
+	}
+	if want.File == "" && want.GTIDSet == "" {
+		return pos, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint and no start position", sluice.ErrConfig, t.cfg.Name),
+			Hint: "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file, or run sluice migrate --mode all"}
+	}
+	want.Flavor = info.Flavor
+	if want.File == "" {
+		p, err := binlog.ResolveGTID(ctx, bcfg, want.GTIDSet)
+		if err != nil {
+			return pos, err
+		}
+		want.File, want.Pos = p.File, p.Pos
+	} else if want.GTIDSet == "" && info.Flavor == "mariadb" {
+		if want.GTIDSet, err = gtidAt(ctx, t.cfg.Source, want); err != nil {
+			return pos, err
+		}
+	}
+	if want.Pos < 4 {
+		want.Pos = 4
+	}
+	if err := binlog.CheckPosition(info, want, t.cfg.Source); err != nil {
+		return pos, err
+	}
+	if err := a.Seed(ctx, want, nil); err != nil {
+		return pos, dbconn.Classify(err, "target", t.cfg.Target)
+	}
+	t.logf("new task: starts at %s", want)
+	return want, nil
+}
+
+// gtidAt asks a MariaDB source for the GTID position at a file/offset, so
+// the checkpoint can be read by GTID as well.
+func gtidAt(ctx context.Context, src sluice.Endpoint, p sluice.Position) (string, error) {
+	db, err := dbconn.Open(ctx, "source", src, dbconn.Options{MaxOpen: 1})
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var g sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos).Scan(&g); err != nil {
+		return "", dbconn.Classify(err, "source", src)
+	}
+	return g.String, nil
+}
+
+// fetch copies the source's binlog into the relay. The binlog reader
+// reconnects by itself; what reaches here is fatal.
+func (t *Task) fetch(ctx context.Context, rlog *relay.Log, bcfg binlog.Config, pos sluice.Position) error {
+	w, err := rlog.NewWriter()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	br, err := binlog.NewReader(bcfg)
+	if err != nil {
+		return err
+	}
+	defer br.Close()
+	if err := br.Start(ctx, w.Resume(pos)); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.writer, t.breader = w, br
+	t.mu.Unlock()
+	err = w.Run(ctx, br)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// applyLoop applies the relay from the checkpoint, restarting from the
+// checkpoint after transient failures (target restarts, lost connections).
+func (t *Task) applyLoop(ctx context.Context, rlog *relay.Log, db *sql.DB) error {
+	wait := t.cfg.RetryMin
+	for {
+		began := time.Now()
+		err := t.applyOnce(ctx, rlog, db)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !retryable(err) {
+			return err
+		}
+		if time.Since(began) > time.Minute {
+			wait = t.cfg.RetryMin
+		}
+		t.restarts.Add(1)
+		t.setStage(StageRetrying, err)
+		t.logf("applier stopped (%v); restarting from the checkpoint in %s", oneLine(err), wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		if wait *= 2; wait > t.cfg.RetryMax {
+			wait = t.cfg.RetryMax
+		}
+	}
+}
+
+func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, db *sql.DB) (err error) {
+	a, err := apply.New(t.cfg.Apply, db)
+	if err != nil {
+		return err
+	}
+	pos, ok, err := a.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("replicate: the checkpoint disappeared from the target")
+	}
+	tracker := schema.NewTracker()
+	state, err := a.SchemaState(ctx)
+	if err != nil {
+		return err
+	}
+	if state != nil {
+		if err := tracker.Restore(state); err != nil {
+			return err
+		}
+	}
+	dcfg := t.cfg.Decode
+	dcfg.GTIDPos = pos.GTIDSet
+	dec, err := decode.New(dcfg, tracker)
+	if err != nil {
+		return err
+	}
+	// On a first run the writer may not have stored the start yet.
+	if err := rlog.WaitFor(ctx, pos); err != nil {
+		return err
+	}
+	r, err := rlog.NewReader(pos, decode.NewParser(dcfg.Flavor))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	t.setApplier(a, pos)
+	defer func() {
+		if ctx.Err() != nil && err == nil || errors.Is(err, context.Canceled) {
+			// Clean stop: commit what was submitted, so a restart has less to redo.
+			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = a.Flush(fctx)
+			cancel()
+		}
+		if cerr := a.Close(); err == nil && ctx.Err() == nil {
+			err = cerr
+		}
+		t.retireApplier(a)
+	}()
+	t.setStage(StageRunning, nil)
+	for {
+		ev, p, err := r.Next(ctx)
+		if err != nil {
+			return err
+		}
+		t.events.Add(1)
+		items, err := dec.Feed(ev, p)
+		if err != nil {
+			// Pause: everything before the failing event is applied.
+			if ferr := a.Flush(ctx); ferr != nil {
+				return ferr
+			}
+			return err
+		}
+		for i := range items {
+			it := items[i]
+			if it.Kind == sluice.ItemCommit || it.Kind == sluice.ItemDDL {
+				t.addPending(it.End, it.Timestamp)
+			}
+			if err := a.Submit(ctx, it); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// retryable: failures of the target connection or server, which a restart
+// from the checkpoint fixes. Anything else (a DDL the decoder refuses, a
+// duplicate key that means the target was changed by hand) stops the task.
+func retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if dbconn.IsRetryable(err) || errors.Is(err, sluice.ErrUnreachable) || errors.Is(err, mysql.ErrInvalidConn) {
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1927 || me.Number == 1053 || me.Number == 2013 || me.Number == 2006
+	}
+	msg := err.Error()
+	for _, s := range []string{"bad connection", "invalid connection", "connection refused", "broken pipe", "connection reset", "i/o timeout", "EOF"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Task) setStage(stage string, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stage = stage
+	t.lastErr = ""
+	if err != nil {
+		t.lastErr = oneLine(err)
+	}
+}
+
+func (t *Task) setApplier(a *apply.Applier, pos sluice.Position) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.applier = a
+	t.pending = t.pending[:0]
+	if t.base.Applied.File == "" {
+		t.base.Applied = pos
+	}
+}
+
+// retireApplier folds a closed applier's counters into the totals.
+func (t *Task) retireApplier(a *apply.Applier) {
+	s := a.Stats()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.applier == a {
+		t.applier = nil
+	}
+	t.base.Txns += s.Txns
+	t.base.Rows += s.Rows
+	t.base.DDL += s.DDL
+	if s.Applied.File != "" {
+		t.base.Applied = s.Applied
+	}
+}
+
+func (t *Task) addPending(end sluice.Position, ts uint32) {
+	t.mu.Lock()
+	t.pending = append(t.pending, pendingTxn{end: end, ts: ts})
+	t.mu.Unlock()
+}
+
+// before reports whether a is strictly before b in the binlog.
+func before(a, b sluice.Position) bool {
+	if a.File != b.File {
+		return a.File < b.File
+	}
+	return a.Pos < b.Pos
+}
+
+// Status returns a snapshot of the task.
+func (t *Task) Status() Status {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := Status{Task: t.cfg.Name, Stage: t.stage, PID: os.Getpid(), Updated: now.UTC(), Started: t.started.UTC(),
+		Error: t.lastErr, MetricsAddr: t.metAddr, Restarts: int(t.restarts.Load()), Events: t.events.Load()}
+	s.Applied, s.Txns, s.Rows, s.DDL = t.base.Applied, t.base.Txns, t.base.Rows, t.base.DDL
+	if t.applier != nil {
+		as := t.applier.Stats()
+		if as.Applied.File != "" {
+			s.Applied = as.Applied
+		}
+		s.Txns += as.Txns
+		s.Rows += as.Rows
+		s.DDL += as.DDL
+	}
+	if t.rlog != nil {
+		s.Relay = t.rlog.End()
+		s.RelayFiles = len(t.rlog.Files())
+	}
+	var lastTS uint32
+	if t.writer != nil {
+		var at time.Time
+		s.Source, at, lastTS, _ = t.writer.SourceStatus()
+		_ = at
+	}
+	if t.breader != nil {
+		s.Reconnects, _ = t.breader.Reconnects()
+	}
+	if s.Source.File == "" || before(s.Source, s.Relay) {
+		s.Source = s.Relay
+	}
+	// Lag: the oldest submitted transaction not yet applied; with none, the
+	// source is either caught up (heartbeats say where it is) or ahead of
+	// what was read.
+	i := 0
+	for i < len(t.pending) && !before(s.Applied, t.pending[i].end) {
+		i++
+	}
+	t.pending = t.pending[i:]
+	switch {
+	case len(t.pending) > 0:
+		s.LagSeconds = lagSince(now, t.pending[0].ts)
+	case before(s.Applied, s.Source) && lastTS != 0:
+		s.LagSeconds = lagSince(now, lastTS)
+	}
+	if !t.prevAt.IsZero() {
+		if d := now.Sub(t.prevAt).Seconds(); d > 0.2 {
+			s.EventsPerSec = float64(s.Events-t.prevEvts) / d
+			s.TxnsPerSec = float64(s.Txns-t.prevTxns) / d
+		}
+	}
+	return s
+}
+
+func lagSince(now time.Time, ts uint32) float64 {
+	if ts == 0 {
+		return 0
+	}
+	if d := now.Sub(time.Unix(int64(ts), 0)).Seconds(); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// statusLoop refreshes status.json, the metrics and the relay's applied
+// position (which lets it purge).
+func (t *Task) statusLoop(ctx context.Context, m *metrics) {
+	tick := time.NewTicker(t.cfg.StatusEvery)
+	defer tick.Stop()
+	for {
+		s := t.Status()
+		t.mu.Lock()
+		// Rates over the last interval.
+		t.prevAt, t.prevEvts, t.prevTxns = time.Now(), s.Events, s.Txns
+		rl := t.rlog
+		t.mu.Unlock()
+		if rl != nil && s.Applied.File != "" {
+			rl.SetApplied(s.Applied)
+		}
+		m.update(s)
+		_ = WriteStatus(t.cfg.Dir, s)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// lockDir takes an exclusive lock on dir/task.lock so two processes never
+// run the same task; the kernel drops it when the process dies, even on
+// kill -9.
+func lockDir(dir, name string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "task.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, &sluice.Error{Op: "start task " + name, Err: fmt.Errorf("%w: another sluice process runs this task (%s is locked)", sluice.ErrConfig, f.Name()),
+			Hint: "stop the other process first (sluice status --config shows its pid)"}
+	}
+	return func() { f.Close() }, nil
+}
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
