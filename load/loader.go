@@ -331,6 +331,10 @@ func (l *Loader) Abort(err error) { l.fail(err) }
 
 var readerSeq atomic.Int64
 
+// maxStatement bounds a multi-row INSERT's size (the server's
+// max_allowed_packet is 16 MB by default on MariaDB, 64 MB on MySQL 8).
+const maxStatement = 4 << 20
+
 // countingReader counts bytes for progress and the checkpoint row.
 type countingReader struct {
 	r     io.Reader
@@ -521,7 +525,8 @@ func (l *Loader) insertRows(ctx context.Context, tx *sql.Tx, j *job, r io.Reader
 		}
 		buf = j.tgt.spec.AppendInsertRow(buf, vals)
 		n++
-		if n >= l.cfg.RowsPerStatement {
+		// Big rows end a statement early, to stay under max_allowed_packet.
+		if n >= l.cfg.RowsPerStatement || len(buf) >= maxStatement {
 			if err := flush(); err != nil {
 				return 0, err
 			}

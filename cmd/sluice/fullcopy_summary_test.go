@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/dump"
+	"github.com/sluice-db/sluice/task"
+)
+
+func TestWriteSummary(t *testing.T) {
+	var b strings.Builder
+	writeSummary(&b, summary{item: "migrate (stream)", threads: 4, pool: 8, rows: 1000, bytes: 100e6, dumpBytes: 100e6,
+		total: 10 * time.Second, dumpTime: 4 * time.Second, loadTime: 8 * time.Second})
+	out := b.String()
+	for _, want := range []string{"| data size (MB) |", "| migrate (stream) | 4 | 8 | 1000 | 100.00 | 10.0 | 25.00 | 12.50 | 10.00 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCheckPatterns(t *testing.T) {
+	cfg := &task.Config{Tables: task.Tables{Include: []string{"app.*", "Other.T1"}}}
+	tables := []*dump.TablePlan{
+		{Table: &sluice.Table{Ref: sluice.TableRef{Schema: "app", Name: "a"}}},
+		{Table: &sluice.Table{Ref: sluice.TableRef{Schema: "other", Name: "t1"}}},
+	}
+	if err := checkPatterns(cfg, tables); err != nil {
+		t.Fatalf("every pattern matches, got %v", err)
+	}
+	cfg.Tables.Include = append(cfg.Tables.Include, "app.missing")
+	err := checkPatterns(cfg, tables)
+	if !errors.Is(err, sluice.ErrUnknownTable) || !strings.Contains(err.Error(), `"app.missing"`) || !strings.Contains(err.Error(), "fix:") {
+		t.Fatalf("want an unknown-table error naming the pattern and the fix, got %v", err)
+	}
+}
+
+func TestProgressText(t *testing.T) {
+	var rows, bytes, done, total atomic.Int64
+	rows.Store(500)
+	bytes.Store(50e6)
+	done.Store(1)
+	total.Store(4)
+	ph := progressPhase{Name: "load", Rows: rows.Load, Bytes: bytes.Load, Done: done.Load, Total: total.Load}
+	s := phaseText(ph, 10*time.Second)
+	for _, want := range []string{"500 rows", "50.0 MB", "5.0 MB/s", "25%", "ETA 30s"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("progress %q lacks %q", s, want)
+		}
+	}
+	if got := bar(ph, 8); got != "[==      ]" {
+		t.Errorf("bar = %q", got)
+	}
+	var b strings.Builder
+	p := startProgress(&b, time.Hour, ph)
+	p.Stop()
+	if !strings.HasPrefix(b.String(), "progress ") || strings.Contains(b.String(), "\033[") {
+		t.Errorf("plain output expected off a terminal, got %q", b.String())
+	}
+}
