@@ -76,13 +76,13 @@ reset_target() {
   "${DST[@]}" -e "DROP DATABASE IF EXISTS sbtest; DROP DATABASE IF EXISTS sluice_meta; RESET MASTER;"
 }
 now() { date +%s.%N; }
-elapsed() { echo "$2 - $1" | bc; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 
 # The data size every MB/s is computed from: the sluice text form of the
 # rows (tab-separated, what LOAD DATA reads), measured once by a dump.
 "$SLUICE" dump --config "$WORK/task.yaml" --dir "$WORK/size" --progress-every 1h >"$WORK/size.log"
 BYTES=$(du -cb "$WORK"/size/*.tsv | tail -1 | cut -f1)
-MB=$(echo "scale=2; $BYTES / 1000000" | bc)
+MB=$(awk -v b="$BYTES" 'BEGIN { printf "%.2f", b / 1e6 }')
 rm -rf "$WORK/size"
 echo "== data: $MB MB as text ($(du -sh "$WORK/home/fi_src/data/sbtest" | cut -f1) on disk)"
 
@@ -123,17 +123,18 @@ for round in $(seq 1 "$ROUNDS"); do
       rows=$("${DST[@]}" -N -e "SELECT COUNT(*) FROM sbtest.sbtest$t")
       [ "$rows" = "$TABLE_SIZE" ] || { echo "full_import: $c loaded $rows rows into sbtest$t, want $TABLE_SIZE" >&2; exit 1; }
     done
-    printf "round %d  %-14s %7.1f s  %7.1f MB/s\n" "$round" "$c" "${T[$c,$round]}" "$(echo "scale=2; $MB / ${T[$c,$round]}" | bc)"
+    printf "round %d  %-14s %7.1f s  %7s MB/s\n" "$round" "$c" "${T[$c,$round]}" "$(mbs "${T[$c,$round]}")"
   done
 done
 
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR%2) printf "%.1f\n", a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 med() { local k=$1 v=(); for r in $(seq 1 "$ROUNDS"); do v+=("${T[$k,$r]}"); done; median "${v[@]}"; }
-mbs() { echo "scale=1; $MB / $1" | bc; }
+mbs() { awk -v mb="$MB" -v s="$1" 'BEGIN { printf "%.1f", mb / s }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 S_CHUNK=$(med sluice_chunk); S_TABLE=$(med sluice_table); MYD=$(med mydumper)
 MYD_D=$(med mydumper_dump); MYL_L=$(med myloader_load); MDP=$(med mariadb_dump)
-R_CHUNK=$(echo "scale=2; $MYD / $S_CHUNK" | bc); R_TABLE=$(echo "scale=2; $MYD / $S_TABLE" | bc)
+R_CHUNK=$(ratio "$MYD" "$S_CHUNK"); R_TABLE=$(ratio "$MYD" "$S_TABLE")
 DATE=$(date -u +"%Y-%m-%d %H:%M UTC")
 
 TABLE=$(cat <<EOF
@@ -149,7 +150,7 @@ Threads: $THREADS dump connections, $POOL load connections for sluice and mydump
 | sluice migrate (--commit-unit chunk, default) | streamed | streamed | $S_CHUNK | $(mbs "$S_CHUNK") | ${R_CHUNK}x |
 | sluice migrate --commit-unit table | streamed | streamed | $S_TABLE | $(mbs "$S_TABLE") | ${R_TABLE}x |
 | mydumper -t $THREADS -r $CHUNK + myloader -t $POOL | $MYD_D ($(mbs "$MYD_D") MB/s) | $MYL_L ($(mbs "$MYL_L") MB/s) | $MYD | $(mbs "$MYD") | 1.00x |
-| mariadb-dump --single-transaction \| mariadb | streamed | streamed | $MDP | $(mbs "$MDP") | $(echo "scale=2; $MYD / $MDP" | bc)x |
+| mariadb-dump --single-transaction \| mariadb | streamed | streamed | $MDP | $(mbs "$MDP") | $(ratio "$MYD" "$MDP")x |
 
 Command: \`make bench-full-import\` (bench/full_import.sh; env TABLES=$TABLES TABLE_SIZE=$TABLE_SIZE THREADS=$THREADS POOL=$POOL ROUNDS=$ROUNDS BUFFER_POOL=$BUFFER_POOL)
 EOF
