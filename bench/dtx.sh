@@ -4,7 +4,7 @@
 # same saga through sluice dtx and through dtm v1.19.0 (built from the Go
 # module into a cache outside the repo, reused when present).
 #
-# Env: DURATION (default 15s), ROUNDS (1), THREADS (10), DTM_CACHE
+# Env: DURATION (default 15s), ROUNDS (1), THREADS (10,64), DTM_CACHE
 # (~/.cache/sluice-bench/dtm-v1.19.0), SKIP_DTM=1 to run without dtm.
 # Extra arguments go to the driver (go run ./bench/dtx -h).
 set -euo pipefail
@@ -32,4 +32,4 @@ if [ "${SKIP_DTM:-0}" != 1 ]; then
 fi
 go build -o bin/dtx-bench ./bench/dtx
 exec flock -o /tmp/sluice-bench.lock bin/dtx-bench -sluice bin/sluice \
-  -duration "${DURATION:-15s}" -rounds "${ROUNDS:-1}" -threads "${THREADS:-10}" "${dtm_args[@]}" "$@"
+  -duration "${DURATION:-15s}" -rounds "${ROUNDS:-1}" -threads "${THREADS:-10,64}" "${dtm_args[@]}" "$@"

@@ -44,20 +44,20 @@ import (
 type options struct {
 	duration, warmup time.Duration
 	threads, rounds  int
+	threadList       []int
 	sluice, dtm      string
 	dtmSQL           string
 	out              string
 	sbTables, sbSize int
 	only             string
 	sluiceArgs       []string
-	sluiceBolt       bool
 }
 
 func main() {
 	var o options
 	flag.DurationVar(&o.duration, "duration", 15*time.Second, "measured time per row")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured time before each row")
-	flag.IntVar(&o.threads, "threads", 10, "concurrent clients (the seed's c=10)")
+	th := flag.String("threads", "10", "comma-separated client counts; one table each (the seed's is c=10)")
 	flag.IntVar(&o.rounds, "rounds", 1, "rounds over all rows; the table shows each row's median")
 	flag.StringVar(&o.sluice, "sluice", "bin/sluice", "sluice binary")
 	flag.StringVar(&o.dtm, "dtm", "", "dtm v1.19.0 binary (empty: skip the dtm rows)")
@@ -66,10 +66,17 @@ func main() {
 	flag.IntVar(&o.sbTables, "sysbench-tables", 4, "sysbench tables")
 	flag.IntVar(&o.sbSize, "sysbench-size", 100000, "sysbench rows per table")
 	flag.StringVar(&o.only, "only", "", "comma-separated row names to run (default: all)")
-	flag.BoolVar(&o.sluiceBolt, "sluice-bolt", false, "give sluice its embedded bolt store instead of MySQL")
 	sa := flag.String("sluice-args", "", "extra space-separated flags for sluice dtx serve")
 	flag.Parse()
 	o.sluiceArgs = strings.Fields(*sa)
+	for _, f := range strings.Split(*th, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fmt.Fprintln(os.Stderr, "bench dtx: -threads wants positive integers")
+			os.Exit(2)
+		}
+		o.threadList = append(o.threadList, n)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
@@ -100,6 +107,9 @@ var rows = []row{
 	{name: "dtm, 10 SQL", coordinator: "dtm", sql: 10},
 	{name: "sluice, 10 SQL, barrier", coordinator: "sluice", sql: 10, barrier: true},
 	{name: "dtm, 10 SQL, barrier", coordinator: "dtm", sql: 10, barrier: true},
+	// sluice's default embedded store, beside the MySQL-store rows above.
+	{name: "sluice (bolt store), 0 SQL", coordinator: "sluice-bolt"},
+	{name: "sluice (bolt store), 2 SQL", coordinator: "sluice-bolt", sql: 2},
 }
 
 // measurement of one row in one round.
@@ -147,7 +157,10 @@ func run(ctx context.Context, o options) error {
 
 	b := &bench{o: o, db: db, inst: inst, client: newClient()}
 	defer b.stopCoordinators()
-	if err := b.startSluice(ctx); err != nil {
+	if err := b.startSluice(ctx, "sluice", fmt.Sprintf("mysql://root@127.0.0.1:%d/sluice_dtx", inst.Port)); err != nil {
+		return err
+	}
+	if err := b.startSluice(ctx, "sluice-bolt", "bolt://"+filepath.Join(dir, "sluice-dtx.db")); err != nil {
 		return err
 	}
 	if o.dtm != "" {
@@ -156,7 +169,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
-	results := map[string][]measurement{}
+	results := map[int]map[string][]measurement{}
 	selected := rows
 	if o.only != "" {
 		selected = nil
@@ -166,21 +179,25 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 	}
-	for round := 1; round <= o.rounds; round++ {
-		for _, r := range selected {
-			if r.coordinator == "dtm" && o.dtm == "" {
-				continue
+	for _, threads := range o.threadList {
+		b.o.threads = threads
+		results[threads] = map[string][]measurement{}
+		for round := 1; round <= o.rounds; round++ {
+			for _, r := range selected {
+				if r.coordinator == "dtm" && o.dtm == "" {
+					continue
+				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				m, err := b.measure(ctx, r)
+				if err != nil {
+					return fmt.Errorf("%s: %w", r.name, err)
+				}
+				fmt.Fprintf(os.Stderr, "c=%d round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d\n",
+					threads, round, r.name, m.globalTPS, m.dbTPS, m.ops, m.lat.P50Ms, m.lat.P99Ms, m.errors)
+				results[threads][r.name] = append(results[threads][r.name], m)
 			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			m, err := b.measure(ctx, r)
-			if err != nil {
-				return fmt.Errorf("%s: %w", r.name, err)
-			}
-			fmt.Fprintf(os.Stderr, "round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d\n",
-				round, r.name, m.globalTPS, m.dbTPS, m.ops, m.lat.P50Ms, m.lat.P99Ms, m.errors)
-			results[r.name] = append(results[r.name], m)
 		}
 	}
 	return b.write(selected, results, version)
@@ -194,7 +211,7 @@ type bench struct {
 	procs  []*exec.Cmd
 	urls   map[string]string
 	// lastStats are sluice's metrics at the previous row.
-	lastStats map[string]float64
+	lastStats map[string]map[string]float64
 }
 
 func newClient() *http.Client {
@@ -248,19 +265,14 @@ func (b *bench) spawn(ctx context.Context, name, url string, cmd *exec.Cmd) erro
 	return fmt.Errorf("%s did not start; see %s", name, logf.Name())
 }
 
-func (b *bench) startSluice(ctx context.Context) error {
+func (b *bench) startSluice(ctx context.Context, name, store string) error {
 	port, err := sandbox.FreePort()
 	if err != nil {
 		return err
 	}
-	store := fmt.Sprintf("mysql://root@127.0.0.1:%d/sluice_dtx", b.inst.Port)
-	if b.o.sluiceBolt {
-		store = "bolt://" + filepath.Join(os.TempDir(), fmt.Sprintf("dtxbench-%d.db", port))
-		defer os.Remove(store[len("bolt://"):])
-	}
 	args := append([]string{"dtx", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--store", store, "--log-level", "warn"}, b.o.sluiceArgs...)
 	cmd := exec.CommandContext(ctx, b.o.sluice, args...)
-	return b.spawn(ctx, "sluice", fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", port), cmd)
+	return b.spawn(ctx, name, fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", port), cmd)
 }
 
 func (b *bench) startDtm(ctx context.Context) error {
@@ -357,8 +369,8 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 	}
 	// Let the coordinators finish what the window left in flight.
 	time.Sleep(500 * time.Millisecond)
-	if r.coordinator == "sluice" {
-		b.storeStats(ctx)
+	if strings.HasPrefix(r.coordinator, "sluice") {
+		b.storeStats(ctx, r.coordinator)
 	}
 	return m, nil
 }
@@ -367,8 +379,8 @@ var promLine = regexp.MustCompile(`^(sluice_dtx_store_commit_(?:batch_size|secon
 
 // storeStats prints sluice's group-commit figures since the last call: how
 // many state changes shared one store transaction, and its latency.
-func (b *bench) storeStats(ctx context.Context) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.urls["sluice"], "/dtmsvr")+"/metrics", nil)
+func (b *bench) storeStats(ctx context.Context, name string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.urls[name], "/dtmsvr")+"/metrics", nil)
 	resp, err := b.client.Do(req)
 	if err != nil {
 		return
@@ -381,13 +393,17 @@ func (b *bench) storeStats(ctx context.Context) {
 			cur[m[1]], _ = strconv.ParseFloat(m[2], 64)
 		}
 	}
-	d := func(k string) float64 { return cur[k] - b.lastStats[k] }
+	if b.lastStats == nil {
+		b.lastStats = map[string]map[string]float64{}
+	}
+	last := b.lastStats[name]
+	d := func(k string) float64 { return cur[k] - last[k] }
 	n := d("sluice_dtx_store_commit_seconds_count")
 	if n > 0 {
-		fmt.Fprintf(os.Stderr, "         sluice store: %.0f commits, %.1f changes per commit, %.2f ms per commit\n",
-			n, d("sluice_dtx_store_commit_batch_size_sum")/n, 1000*d("sluice_dtx_store_commit_seconds_sum")/n)
+		fmt.Fprintf(os.Stderr, "         %s store: %.0f commits, %.1f changes per commit, %.2f ms per commit\n",
+			name, n, d("sluice_dtx_store_commit_batch_size_sum")/n, 1000*d("sluice_dtx_store_commit_seconds_sum")/n)
 	}
-	b.lastStats = cur
+	b.lastStats[name] = cur
 }
 
 // load runs fn from o.threads clients for d.
@@ -534,12 +550,37 @@ func median(ms []measurement, f func(measurement) float64) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
-func (b *bench) write(selected []row, results map[string][]measurement, version string) error {
+func (b *bench) write(selected []row, results map[int]map[string][]measurement, version string) error {
 	run := report.NewRun("bench/dtx.sh", "sluice dtx vs dtm v1.19.0")
 	run.Server = report.Server{Version: version, Addr: fmt.Sprintf("127.0.0.1:%d", b.inst.Port)}
-	run.Params = map[string]any{"threads": b.o.threads, "duration_s": b.o.duration.Seconds(), "rounds": b.o.rounds,
-		"sysbench_tables": b.o.sbTables, "sysbench_table_size": b.o.sbSize, "saga": "TransOut + TransIn, wait_result"}
-	t := &report.Table{Columns: []string{"<", "Global-TPS", "DB-TPS", "OPS", "p50 (ms)", "p99 (ms)", "errors"}}
+	run.Params = map[string]any{"threads": b.o.threadList, "duration_s": b.o.duration.Seconds(), "rounds": b.o.rounds,
+		"sysbench_tables": b.o.sbTables, "sysbench_table_size": b.o.sbSize, "accounts": accounts,
+		"saga":        "TransOut + TransIn, wait_result",
+		"sluice_args": strings.Join(b.o.sluiceArgs, " ")}
+	var md bytes.Buffer
+	for _, threads := range b.o.threadList {
+		if err := b.table(&md, run, selected, threads, results[threads]); err != nil {
+			return err
+		}
+	}
+	run.Notes = append(run.Notes, strings.TrimSpace(md.String()))
+	run.Finished = time.Now().UTC()
+	if err := os.MkdirAll(b.o.out, 0o755); err != nil {
+		return err
+	}
+	if err := run.Save(filepath.Join(b.o.out, "results.json")); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.o.out, "results.md"), md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	_, err := os.Stdout.Write(md.Bytes())
+	return err
+}
+
+// table writes the seed's table for one client count, with the goal ratios.
+func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads int, results map[string][]measurement) error {
+	t := &report.Table{Title: fmt.Sprintf("c=%d", threads), Columns: []string{"<", "Global-TPS", "DB-TPS", "OPS", "p50 (ms)", "p99 (ms)", "errors"}}
 	get := map[string]float64{}
 	for _, r := range selected {
 		ms := results[r.name]
@@ -561,14 +602,13 @@ func (b *bench) write(selected []row, results map[string][]measurement, version 
 			gs, p50s, p99s = "-", "-", "-"
 		}
 		t.AddRow(r.name, gs, report.Num(d), report.Num(o), p50s, p99s, strconv.FormatInt(errs, 10))
-		res := report.Result{Workload: r.name, Threads: b.o.threads, DurationS: b.o.duration.Seconds(), TPS: g, QPS: o, Errors: errs,
+		res := report.Result{Workload: r.name, Threads: threads, DurationS: b.o.duration.Seconds(), TPS: g, QPS: o, Errors: errs,
 			Metrics: map[string]float64{"global_tps": g, "db_tps": d, "ops": o}}
 		res.LatencySummary = ms[len(ms)/2].lat
 		res.P50Ms, res.P99Ms = p50, p99
 		run.Add(res)
 	}
-	var md bytes.Buffer
-	if err := t.Markdown(&md); err != nil {
+	if err := t.Markdown(md); err != nil {
 		return err
 	}
 	ratio := func(a, b string) string {
@@ -577,22 +617,10 @@ func (b *bench) write(selected []row, results map[string][]measurement, version 
 		}
 		return fmt.Sprintf("%.2f", get[a]/get[b])
 	}
-	fmt.Fprintf(&md, "\nsluice / dtm Global-TPS: 0 SQL %s, 2 SQL %s (goal >= 2), 2 SQL barrier %s, 10 SQL %s, 10 SQL barrier %s\n",
-		ratio("sluice, 0 SQL", "dtm, 0 SQL"), ratio("sluice, 2 SQL", "dtm, 2 SQL"), ratio("sluice, 2 SQL, barrier", "dtm, 2 SQL, barrier"),
+	fmt.Fprintf(md, "\nc=%d: sluice / dtm Global-TPS: 0 SQL %s, 2 SQL %s (goal >= 2), 2 SQL barrier %s, 10 SQL %s, 10 SQL barrier %s\n",
+		threads, ratio("sluice, 0 SQL", "dtm, 0 SQL"), ratio("sluice, 2 SQL", "dtm, 2 SQL"), ratio("sluice, 2 SQL, barrier", "dtm, 2 SQL, barrier"),
 		ratio("sluice, 10 SQL", "dtm, 10 SQL"), ratio("sluice, 10 SQL, barrier", "dtm, 10 SQL, barrier"))
-	fmt.Fprintf(&md, "sluice / no coordinator Global-TPS: 2 SQL %s (goal >= 0.80), 10 SQL %s\n",
-		ratio("sluice, 2 SQL", "no coordinator, 2 SQL"), ratio("sluice, 10 SQL", "no coordinator, 10 SQL"))
-	run.Notes = append(run.Notes, strings.TrimSpace(md.String()))
-	run.Finished = time.Now().UTC()
-	if err := os.MkdirAll(b.o.out, 0o755); err != nil {
-		return err
-	}
-	if err := run.Save(filepath.Join(b.o.out, "results.json")); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(b.o.out, "results.md"), md.Bytes(), 0o644); err != nil {
-		return err
-	}
-	_, err := os.Stdout.Write(md.Bytes())
-	return err
+	fmt.Fprintf(md, "c=%d: sluice / no coordinator Global-TPS: 2 SQL %s (goal >= 0.80), 10 SQL %s\n\n",
+		threads, ratio("sluice, 2 SQL", "no coordinator, 2 SQL"), ratio("sluice, 10 SQL", "no coordinator, 10 SQL"))
+	return nil
 }
