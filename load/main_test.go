@@ -203,12 +203,3 @@ func sameTables(t *testing.T, src, dst *sql.DB, srcSchema, dstSchema string) {
 		}
 	}
 }
-
-func count(t *testing.T, db *sql.DB, q string, args ...any) int64 {
-	t.Helper()
-	var n sql.NullInt64
-	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n.Int64
-}

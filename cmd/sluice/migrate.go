@@ -282,6 +282,12 @@ func writeSummary(out io.Writer, s summary) {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| item | dump threads | load pool size | rows | data size (MB) | time (s) | dump speed (MB/s) | load speed (MB/s) | end-to-end (MB/s) |")
 	fmt.Fprintln(out, "| :--: | :--: | :--: | --: | --: | --: | --: | --: | --: |")
-	fmt.Fprintf(out, "| %s | %d | %d | %d | %.2f | %.1f | %s | %s | %s |\n", s.item, s.threads, s.pool, s.rows,
+	count := func(n int) string {
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprint(n)
+	}
+	fmt.Fprintf(out, "| %s | %s | %s | %d | %.2f | %.1f | %s | %s | %s |\n", s.item, count(s.threads), count(s.pool), s.rows,
 		float64(max(s.bytes, s.dumpBytes))/1e6, s.total.Seconds(), mbs(s.dumpBytes, s.dumpTime), mbs(s.bytes, s.loadTime), mbs(max(s.bytes, s.dumpBytes), s.total))
 }
