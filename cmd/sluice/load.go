@@ -116,6 +116,9 @@ queue:
 	}
 	err = l.Wait()
 	prog.Stop()
+	if ctx.Err() != nil {
+		return interrupted("load")
+	}
 	if err != nil {
 		return err
 	}

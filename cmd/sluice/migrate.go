@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -161,6 +162,12 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 	return nil
 }
 
+// interrupted is the error of a run stopped by a signal: committed chunks
+// stay, and the same command resumes.
+func interrupted(op string) error {
+	return &sluice.Error{Op: op, Err: errors.New("interrupted; every committed chunk is kept"), Hint: "run the same command again to resume"}
+}
+
 func notInBuild() error {
 	return &sluice.Error{Op: "migrate", Err: fmt.Errorf("%w: incremental replication is not available in this build", sluice.ErrConfig), Hint: "use --mode full"}
 }
@@ -215,6 +222,9 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, out io.Wri
 	}
 	lerr := l.Wait()
 	prog.Stop()
+	if ctx.Err() != nil {
+		return nil, interrupted("migrate")
+	}
 	if derr != nil {
 		return nil, derr
 	}
