@@ -37,7 +37,7 @@ func (r *runner) drillKeyed(ctx context.Context, st *tableState, chunkIdx int, w
 		rows = append(rows, srcRow{vals: vals, hash: string(v[nk])})
 	})
 	if err != nil {
-		return false, fmt.Errorf("drill down on source: %w", err)
+		return false, &QueryError{Side: Source, Op: "drill down", Err: err}
 	}
 
 	// Each pass meets its keys in key order, so the first max of each pass
@@ -70,7 +70,7 @@ func (r *runner) drillKeyed(ctx context.Context, st *tableState, chunkIdx int, w
 		}
 	})
 	if err != nil {
-		return false, fmt.Errorf("drill down on target %s: %w", st.res.Target, err)
+		return false, &QueryError{Side: Target, Op: "drill down " + st.res.Target.String(), Err: err}
 	}
 	for i := range rows {
 		if !rows[i].seen {
@@ -97,7 +97,7 @@ func (r *runner) drillKeyless(ctx context.Context, st *tableState, srcRows int64
 	counts := map[string]int{}
 	err := scanRows(ctx, r.src, hashesQuery(st.t, st.res.Source), nil, 1, func(v []sql.RawBytes) { counts[string(v[0])]++ })
 	if err != nil {
-		return false, fmt.Errorf("drill down on source: %w", err)
+		return false, &QueryError{Side: Source, Op: "drill down", Err: err}
 	}
 	var missing, extra int64
 	err = scanRows(ctx, r.dst, hashesQuery(st.t, st.res.Target), nil, 1, func(v []sql.RawBytes) {
@@ -109,7 +109,7 @@ func (r *runner) drillKeyless(ctx context.Context, st *tableState, srcRows int64
 		extra++
 	})
 	if err != nil {
-		return false, fmt.Errorf("drill down on target %s: %w", st.res.Target, err)
+		return false, &QueryError{Side: Target, Op: "drill down " + st.res.Target.String(), Err: err}
 	}
 	for _, n := range counts {
 		missing += int64(n)

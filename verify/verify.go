@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/chunk"
 	"github.com/sluice-db/sluice/schema"
@@ -53,7 +55,7 @@ func Run(ctx context.Context, cfg Config, src, dst *sql.DB, tables []sluice.Tabl
 	for _, ref := range tables {
 		st, ranges, err := r.prepare(ctx, ref)
 		if err != nil {
-			r.fail(err)
+			r.fail(fmt.Errorf("verify %s: %w", ref, err))
 			break
 		}
 		states = append(states, st)
@@ -76,6 +78,26 @@ func Run(ctx context.Context, cfg Config, src, dst *sql.DB, tables []sluice.Tabl
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }
+
+// Side names a server of the pair.
+type Side string
+
+const (
+	Source Side = "source"
+	Target Side = "target"
+)
+
+// QueryError is a statement that failed on one side. It names the side so
+// that a caller holding the endpoints can turn it into an error with a fix
+// (dbconn.Classify(err, string(qe.Side), endpoint)).
+type QueryError struct {
+	Side Side
+	Op   string // what verify was doing: "checksum", "inspect db.t"
+	Err  error
+}
+
+func (e *QueryError) Error() string { return e.Op + " on " + string(e.Side) + ": " + e.Err.Error() }
+func (e *QueryError) Unwrap() error { return e.Err }
 
 type job struct {
 	st  *tableState
@@ -145,7 +167,7 @@ func (r *runner) prepare(ctx context.Context, ref sluice.TableRef) (*tableState,
 		res: &TableResult{Source: ref, Target: r.cfg.route(ref), Status: StatusEqual}}
 	t, err := schema.Inspect(ctx, r.src, ref)
 	if err != nil {
-		return nil, nil, fmt.Errorf("verify: inspect source table %s: %w", ref, err)
+		return nil, nil, &QueryError{Side: Source, Op: "inspect " + ref.String(), Err: err}
 	}
 	st.t = t
 	if t.HasKey() {
@@ -153,25 +175,30 @@ func (r *runner) prepare(ctx context.Context, ref sluice.TableRef) (*tableState,
 	}
 	tt, err := schema.Inspect(ctx, r.dst, st.res.Target)
 	if errors.Is(err, sluice.ErrUnknownTable) {
+		// information_schema also hides tables the user may not read; only
+		// a table that really does not exist is a difference.
+		if perr := probeTable(ctx, r.dst, st.res.Target); perr != nil {
+			return nil, nil, &QueryError{Side: Target, Op: "read " + st.res.Target.String(), Err: perr}
+		}
 		st.res.Status = StatusTargetMissing
 		st.res.Detail = fmt.Sprintf("table %s does not exist on the target", st.res.Target)
-		st.res.SourceRows, err = countRows(ctx, r.src, ref)
+		st.res.SourceRows, err = countRows(ctx, r.src, Source, ref)
 		return st, nil, err
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("verify: inspect target table %s: %w", st.res.Target, err)
+		return nil, nil, &QueryError{Side: Target, Op: "inspect " + st.res.Target.String(), Err: err}
 	}
 	if msg := columnsDiffer(t, tt); msg != "" {
 		st.res.Status = StatusColumnsDiffer
 		st.res.Detail = msg
-		if st.res.SourceRows, err = countRows(ctx, r.src, ref); err == nil {
-			st.res.TargetRows, err = countRows(ctx, r.dst, st.res.Target)
+		if st.res.SourceRows, err = countRows(ctx, r.src, Source, ref); err == nil {
+			st.res.TargetRows, err = countRows(ctx, r.dst, Target, st.res.Target)
 		}
 		return st, nil, err
 	}
 	ranges, err := chunk.Plan(ctx, r.src, t, r.cfg.RowsPerChunk)
 	if err != nil {
-		return nil, nil, fmt.Errorf("verify: %w", err)
+		return nil, nil, &QueryError{Side: Source, Op: "plan chunks", Err: err}
 	}
 	st.res.Chunks = len(ranges)
 	return st, ranges, nil
@@ -211,12 +238,28 @@ func columnsDiffer(src, dst *sluice.Table) string {
 	return strings.Join(p, "; ")
 }
 
-func countRows(ctx context.Context, db *sql.DB, ref sluice.TableRef) (int64, error) {
+func countRows(ctx context.Context, db *sql.DB, side Side, ref sluice.TableRef) (int64, error) {
 	var n int64
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+ref.Quoted()).Scan(&n); err != nil {
-		return 0, fmt.Errorf("verify: count rows of %s: %w", ref, err)
+		return 0, &QueryError{Side: side, Op: "count rows of " + ref.String(), Err: err}
 	}
 	return n, nil
+}
+
+// probeTable returns nil if ref does not exist (ER_NO_SUCH_TABLE or
+// ER_BAD_DB_ERROR), and otherwise the error that reading it gives (no
+// privilege, lost connection) or a note that it exists after all.
+func probeTable(ctx context.Context, db *sql.DB, ref sluice.TableRef) error {
+	rows, err := db.QueryContext(ctx, "SELECT 1 FROM "+ref.Quoted()+" LIMIT 0")
+	if err == nil {
+		rows.Close()
+		return fmt.Errorf("%s is readable but information_schema shows no columns for it", ref)
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1146 || me.Number == 1049) {
+		return nil
+	}
+	return err
 }
 
 // checksum is one side's aggregate over a chunk.
@@ -296,10 +339,10 @@ func (r *runner) sumBoth(ctx context.Context, st *tableState, where string, args
 	s = sumChunk(ctx, r.src, checksumQuery(st.t, st.res.Source, where), args)
 	d = <-done
 	if s.err != nil {
-		return s, d, fmt.Errorf("checksum on source: %w", s.err)
+		return s, d, &QueryError{Side: Source, Op: "checksum", Err: s.err}
 	}
 	if d.err != nil {
-		return s, d, fmt.Errorf("checksum on target %s: %w", st.res.Target, d.err)
+		return s, d, &QueryError{Side: Target, Op: "checksum " + st.res.Target.String(), Err: d.err}
 	}
 	return s, d, nil
 }

@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
@@ -494,5 +497,43 @@ func TestCancelledContext(t *testing.T) {
 		[]sluice.TableRef{{Schema: "mysql", Name: "user"}})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestUnreadableTargetIsAnErrorNotAMissingTable(t *testing.T) {
+	setup(t, []string{
+		"CREATE DATABASE pv",
+		"CREATE TABLE pv.a (id INT PRIMARY KEY)",
+		"CREATE TABLE pv.b (id INT PRIMARY KEY)",
+	}, nil, []string{
+		"CREATE USER 'pvuser'@'127.0.0.1'",
+		"GRANT SELECT ON pv.a TO 'pvuser'@'127.0.0.1'",
+	})
+	dst, err := sql.Open("mysql", fmt.Sprintf("pvuser@tcp(127.0.0.1:%d)/", dstInst.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	refs := []sluice.TableRef{{Schema: "pv", Name: "a"}, {Schema: "pv", Name: "b"}}
+
+	// pv.b exists on the target but pvuser cannot see it; information_schema
+	// hides it, which must not pass for "missing on target".
+	_, err = verify.Run(context.Background(), small(1, 10), src, dst, refs)
+	var qe *verify.QueryError
+	if !errors.As(err, &qe) || qe.Side != verify.Target || !strings.Contains(err.Error(), "pv.b") {
+		t.Fatalf("err = %v, want a target QueryError naming pv.b", err)
+	}
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1142 {
+		t.Fatalf("err = %v, want the server's privilege error 1142", err)
+	}
+
+	// A target schema that does not exist is a missing table, not an error.
+	cfg := small(1, 10)
+	cfg.Route = func(r sluice.TableRef) sluice.TableRef { r.Schema = "pv_nosuch"; return r }
+	rep, err := verify.Run(context.Background(), cfg, src, sandboxtest.MustOpen(t, dstInst, ""), refs[:1])
+	if err != nil || rep.Tables[0].Status != verify.StatusTargetMissing {
+		t.Fatalf("missing schema: %v %+v", err, rep)
 	}
 }

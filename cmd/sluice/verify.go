@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -100,6 +101,15 @@ func runVerify(ctx context.Context, out io.Writer, f verifyFlags) error {
 		return err
 	}
 	rep, err := verify.Run(ctx, cfg, src, dst, tables)
+	var qe *verify.QueryError
+	if errors.As(err, &qe) {
+		// Name the server and the fix: a missing privilege, a lost server.
+		ep := tc.Source
+		if qe.Side == verify.Target {
+			ep = tc.Target
+		}
+		return dbconn.Classify(err, string(qe.Side), ep)
+	}
 	if err != nil {
 		return err
 	}

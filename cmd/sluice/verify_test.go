@@ -179,6 +179,15 @@ func TestVerifyCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("no privilege on target", func(t *testing.T) {
+		sandboxtest.MustExec(t, db, "CREATE USER 'vro'@'127.0.0.1'", "GRANT SELECT ON vsrc.* TO 'vro'@'127.0.0.1'")
+		ro := ep
+		ro.User = "vro"
+		p := verifyTask(t, verifyTaskYAML(ep, ro, "vsrc.*", ""))
+		_, code, err := verifyCLI(t, "--config", p)
+		wantVerifyFailure(t, err, code, 2, sluice.ErrPrivilege, "grant the missing privilege to vro on target")
+	})
+
 	t.Run("bad flags", func(t *testing.T) {
 		_, code, err := verifyCLI(t, "--config", equalTask, "--threads", "1000")
 		wantVerifyFailure(t, err, code, 2, sluice.ErrConfig, "threads")
