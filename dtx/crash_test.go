@@ -73,18 +73,27 @@ type attempt struct {
 	acked  bool // the coordinator answered, so it is stored
 }
 
-// TestCoordinatorCrash kills -9 one of two coordinators sharing a MySQL
-// store 10 times under load. In the end every global transaction has
-// succeeded or failed with its compensations run, each business effect
-// happened exactly once, and the balances add up.
+// TestCoordinatorCrash kills -9 a coordinator 10 times under load: one of
+// two coordinators sharing a MySQL store, and the single coordinator of a
+// bolt store. In the end every global transaction has succeeded or failed
+// with its compensations run, each business effect happened exactly once,
+// and the balances add up.
 func TestCoordinatorCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills processes under load")
 	}
 	bin := buildSluice(t)
+	t.Run("mysql, two coordinators", func(t *testing.T) {
+		crashTest(t, bin, fmt.Sprintf("mysql://root@127.0.0.1:%d/dtx_crash", inst.Port), 2)
+	})
+	t.Run("bolt, one coordinator", func(t *testing.T) {
+		crashTest(t, bin, "bolt://"+filepath.Join(t.TempDir(), "dtx.db"), 1)
+	})
+}
+
+func crashTest(t *testing.T, bin, store string, nproc int) {
 	ctx := context.Background()
-	store := fmt.Sprintf("mysql://root@127.0.0.1:%d/dtx_crash", inst.Port)
-	procs := make([]*coordProc, 2)
+	procs := make([]*coordProc, nproc)
 	for i := range procs {
 		port, err := sandbox.FreePort()
 		if err != nil {
@@ -121,12 +130,13 @@ func TestCoordinatorCrash(t *testing.T) {
 			defer wg.Done()
 			r := rand.New(rand.NewSource(int64(w)))
 			for n := 0; ; n++ {
+				prefix := fmt.Sprintf("crash-%d-%d", nproc, w)
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				a := &attempt{gid: fmt.Sprintf("crash-%d-%d", w, n), amount: int64(1 + r.Intn(100)), fail: r.Intn(5) == 0}
+				a := &attempt{gid: fmt.Sprintf("%s-%d", prefix, n), amount: int64(1 + r.Intn(100)), fail: r.Intn(5) == 0}
 				res := map[string]string{}
 				if a.fail {
 					res["TransIn"] = "FAILURE"
@@ -140,7 +150,7 @@ func TestCoordinatorCrash(t *testing.T) {
 				mu.Lock()
 				attempts = append(attempts, a)
 				mu.Unlock()
-				resp, err := client.Post(procs[r.Intn(2)].url+"/submit", "application/json", strings.NewReader(string(body)))
+				resp, err := client.Post(procs[r.Intn(nproc)].url+"/submit", "application/json", strings.NewReader(string(body)))
 				if err != nil {
 					time.Sleep(20 * time.Millisecond) // that coordinator is down
 					continue
@@ -159,7 +169,7 @@ func TestCoordinatorCrash(t *testing.T) {
 	kr := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for k := 0; k < 10; k++ {
 		time.Sleep(time.Duration(300+kr.Intn(500)) * time.Millisecond)
-		p := procs[k%2]
+		p := procs[k%nproc]
 		p.kill()
 		time.Sleep(time.Duration(kr.Intn(200)) * time.Millisecond)
 		p.start()
