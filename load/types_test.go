@@ -55,6 +55,8 @@ var typeMatrix = []string{
 	`INSERT INTO ty.uniq VALUES (1,'a',1),(2,'a',2),(1,'b',3),(3,'c',NULL)`,
 	`CREATE TABLE ty.nokey (a INT, b TEXT)`,
 	`INSERT INTO ty.nokey VALUES (1,'x'),(1,'x'),(NULL,NULL),(2,'')`,
+	`CREATE TABLE ty.geo (id INT PRIMARY KEY, p POINT, g GEOMETRY, l LINESTRING NOT NULL)`,
+	`INSERT INTO ty.geo VALUES (1, ST_GeomFromText('POINT(1.5 -2.25)'), ST_GeomFromText('POLYGON((0 0,1 0,1 1,0 0))'), ST_GeomFromText('LINESTRING(0 0,1e300 -1e-300)')), (2, NULL, NULL, ST_GeomFromText('LINESTRING(1 1,2 2)'))`,
 	// Random floats and doubles over their whole exponent range: each must
 	// come back bit for bit.
 	`CREATE TABLE ty.floats (id INT PRIMARY KEY, f FLOAT, d DOUBLE)`,
