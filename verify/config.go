@@ -11,6 +11,7 @@ package verify
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-db/sluice"
@@ -41,6 +42,9 @@ type Config struct {
 	// Route maps a source table to its name on the target; nil keeps the
 	// name. Pass task.Config.Route to follow a task's routes.
 	Route func(sluice.TableRef) sluice.TableRef
+
+	// Progress, when set, is updated as the run goes, for a progress display.
+	Progress *Progress
 
 	// hook lets tests act at a point of a chunk's check ("recheck": before
 	// a recheck's delay; "drill": before a drill-down), deterministically.
@@ -86,4 +90,16 @@ func (c Config) at(point string, source sluice.TableRef, chunk int) {
 	if c.hook != nil {
 		c.hook(point, source, chunk)
 	}
+}
+
+// Progress counts a run's work. Its counters may be read at any time while
+// Run updates them. ChunksPlanned grows as tables are planned, so
+// Chunks/ChunksPlanned is a lower bound of the work left only once
+// TablesPlanned has reached the number of tables.
+type Progress struct {
+	TablesPlanned atomic.Int64
+	ChunksPlanned atomic.Int64
+	Chunks        atomic.Int64 // chunks checked
+	DiffChunks    atomic.Int64 // chunks checked that differ
+	Rows          atomic.Int64 // source rows checked
 }

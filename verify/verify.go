@@ -180,6 +180,7 @@ func (r *runner) prepare(ctx context.Context, ref sluice.TableRef) (*tableState,
 		if perr := probeTable(ctx, r.dst, st.res.Target); perr != nil {
 			return nil, nil, &QueryError{Side: Target, Op: "read " + st.res.Target.String(), Err: perr}
 		}
+		r.planned()
 		st.res.Status = StatusTargetMissing
 		st.res.Detail = fmt.Sprintf("table %s does not exist on the target", st.res.Target)
 		st.res.SourceRows, err = countRows(ctx, r.src, Source, ref)
@@ -189,6 +190,7 @@ func (r *runner) prepare(ctx context.Context, ref sluice.TableRef) (*tableState,
 		return nil, nil, &QueryError{Side: Target, Op: "inspect " + st.res.Target.String(), Err: err}
 	}
 	if msg := columnsDiffer(t, tt); msg != "" {
+		r.planned()
 		st.res.Status = StatusColumnsDiffer
 		st.res.Detail = msg
 		if st.res.SourceRows, err = countRows(ctx, r.src, Source, ref); err == nil {
@@ -201,6 +203,10 @@ func (r *runner) prepare(ctx context.Context, ref sluice.TableRef) (*tableState,
 		return nil, nil, &QueryError{Side: Source, Op: "plan chunks", Err: err}
 	}
 	st.res.Chunks = len(ranges)
+	r.planned()
+	if p := r.cfg.Progress; p != nil {
+		p.ChunksPlanned.Add(int64(len(ranges)))
+	}
 	return st, ranges, nil
 }
 
@@ -236,6 +242,12 @@ func columnsDiffer(src, dst *sluice.Table) string {
 		p = append(p, "target has extra column(s) "+strings.Join(extra, ", "))
 	}
 	return strings.Join(p, "; ")
+}
+
+func (r *runner) planned() {
+	if p := r.cfg.Progress; p != nil {
+		p.TablesPlanned.Add(1)
+	}
 }
 
 func countRows(ctx context.Context, db *sql.DB, side Side, ref sluice.TableRef) (int64, error) {
@@ -303,6 +315,13 @@ func (r *runner) checkChunk(ctx context.Context, st *tableState, rng chunk.Range
 	}
 	if err != nil {
 		return err
+	}
+	if p := r.cfg.Progress; p != nil {
+		p.Chunks.Add(1)
+		p.Rows.Add(s.rows)
+		if !s.same(d) {
+			p.DiffChunks.Add(1)
+		}
 	}
 	st.mu.Lock()
 	st.res.SourceRows += s.rows

@@ -141,8 +141,15 @@ func TestChangedMissingExtraRows(t *testing.T) {
 		"DELETE FROM cme.t WHERE id = 500",
 		"INSERT INTO cme.t VALUES (5000, 'x', 1), (0, 'before', 0)",
 	})
-	rep := run(t, small(4, 100), "cme.t")
+	cfg := small(4, 100)
+	cfg.Progress = &verify.Progress{}
+	rep := run(t, cfg, "cme.t")
 	r := rep.Tables[0]
+	p := cfg.Progress
+	if p.TablesPlanned.Load() != 1 || p.ChunksPlanned.Load() != 11 || p.Chunks.Load() != 11 || p.Rows.Load() != 1000 || p.DiffChunks.Load() != 3 {
+		t.Fatalf("progress: tables %d chunks %d/%d rows %d diff chunks %d; want 1, 11/11, 1000, 3",
+			p.TablesPlanned.Load(), p.Chunks.Load(), p.ChunksPlanned.Load(), p.Rows.Load(), p.DiffChunks.Load())
+	}
 	wantCounts(t, r, verify.StatusDifferent, 1, 2, 1)
 	wantDiffs(t, r, "id=0: extra", "id=42: different", "id=500: missing", "id=5000: extra")
 	if r.SourceRows != 1000 || r.TargetRows != 1001 || r.DiffChunks != 3 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,14 +23,15 @@ func init() { register(newVerifyCmd) }
 // verifyFlags are the command line of sluice verify; zero means "from the
 // task file".
 type verifyFlags struct {
-	config       string
-	threads      int
-	rowsPerChunk int
-	maxDiffs     int
-	tables       []string
-	json         bool
-	rechecks     int
-	recheckDelay time.Duration
+	config        string
+	threads       int
+	rowsPerChunk  int
+	maxDiffs      int
+	tables        []string
+	json          bool
+	rechecks      int
+	recheckDelay  time.Duration
+	progressEvery time.Duration
 }
 
 func newVerifyCmd() *cobra.Command {
@@ -47,7 +49,7 @@ Exit status: 0 equal, 1 differences found, 2 the comparison could not run.
 On a pair that is still replicating, rows in flight show as differences.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runVerify(c.Context(), c.OutOrStdout(), f)
+			return runVerify(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), f)
 		},
 	}
 	fl := cmd.Flags()
@@ -59,10 +61,11 @@ On a pair that is still replicating, rows in flight show as differences.`,
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON instead of a table")
 	fl.IntVar(&f.rechecks, "rechecks", 0, "checksum a differing chunk this many more times before reporting it (for a pair that just caught up)")
 	fl.DurationVar(&f.recheckDelay, "recheck-delay", time.Second, "wait between rechecks")
+	fl.DurationVar(&f.progressEvery, "progress-every", 10*time.Second, "print a progress line to stderr this often (0: never)")
 	return cmd
 }
 
-func runVerify(ctx context.Context, out io.Writer, f verifyFlags) error {
+func runVerify(ctx context.Context, out, errOut io.Writer, f verifyFlags) error {
 	if f.config == "" {
 		return &sluice.Error{Op: "verify", Err: fmt.Errorf("%w: no task file", sluice.ErrConfig), Hint: "pass --config task.yaml"}
 	}
@@ -100,7 +103,10 @@ func runVerify(ctx context.Context, out io.Writer, f verifyFlags) error {
 	if err != nil {
 		return err
 	}
+	cfg.Progress = &verify.Progress{}
+	stop := verifyProgress(errOut, f.progressEvery, cfg.Progress, len(tables))
 	rep, err := verify.Run(ctx, cfg, src, dst, tables)
+	stop()
 	var qe *verify.QueryError
 	if errors.As(err, &qe) {
 		// Name the server and the fix: a missing privilege, a lost server.
@@ -176,4 +182,39 @@ func verifyTables(ctx context.Context, src *sql.DB, tc *task.Config, only []stri
 			Hint: "narrow tables.exclude in the task file"}
 	}
 	return selected, nil
+}
+
+// verifyProgress prints a progress line every `every` until the returned
+// stop func is called; stop waits for the printer to finish.
+func verifyProgress(w io.Writer, every time.Duration, p *verify.Progress, tables int) (stop func()) {
+	if every <= 0 {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				planned, chunks, total := p.TablesPlanned.Load(), p.Chunks.Load(), p.ChunksPlanned.Load()
+				pct := ""
+				if planned == int64(tables) && total > 0 {
+					pct = fmt.Sprintf(" (%d%%)", chunks*100/total)
+				}
+				fmt.Fprintf(w, "verify %s: %d/%d tables planned, %d/%d chunks%s, %d rows, %d chunks differ\n",
+					time.Since(start).Round(time.Second), planned, tables, chunks, total, pct, p.Rows.Load(), p.DiffChunks.Load())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }

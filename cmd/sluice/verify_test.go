@@ -6,14 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
+	"github.com/sluice-db/sluice/verify"
 )
 
 // verifyCLI runs "sluice verify args..." in process and returns its output,
@@ -23,7 +27,7 @@ func verifyCLI(t *testing.T, args ...string) (string, int, error) {
 	root := newRoot()
 	var out bytes.Buffer
 	root.SetOut(&out)
-	root.SetErr(&out)
+	root.SetErr(io.Discard) // progress lines; the error comes back as err
 	root.SetArgs(append([]string{"verify"}, args...))
 	err := root.ExecuteContext(context.Background())
 	code := 0
@@ -229,4 +233,44 @@ func TestVerifyCommandBadInput(t *testing.T) {
 			t.Fatalf("password in message: %v", err)
 		}
 	})
+}
+
+// verifyLines signals each write, so a test can wait for the first
+// progress line without a timeout.
+type verifyLines struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
+}
+
+func (w *verifyLines) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case w.wrote <- struct{}{}:
+	default:
+	}
+	return w.b.Write(p)
+}
+
+func TestVerifyProgressLine(t *testing.T) {
+	p := &verify.Progress{}
+	p.TablesPlanned.Store(2)
+	p.ChunksPlanned.Store(8)
+	p.Chunks.Store(2)
+	p.Rows.Store(12345)
+	p.DiffChunks.Store(1)
+	w := &verifyLines{wrote: make(chan struct{}, 1)}
+	stop := verifyProgress(w, time.Millisecond, p, 2)
+	<-w.wrote
+	stop()
+	out := w.b.String() // the printer has stopped: no more writes
+	first, _, _ := strings.Cut(out, "\n")
+	if !strings.HasSuffix(first, ": 2/2 tables planned, 2/8 chunks (25%), 12345 rows, 1 chunks differ") {
+		t.Fatalf("progress line %q", first)
+	}
+	verifyProgress(w, 0, p, 2)() // disabled: returns at once, prints nothing
+	if w.b.String() != out {
+		t.Fatalf("disabled progress printed %q", strings.TrimPrefix(w.b.String(), out))
+	}
 }
