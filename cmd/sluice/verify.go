@@ -147,13 +147,10 @@ func verifyTables(ctx context.Context, src *sql.DB, tc *task.Config, only []stri
 		}
 		return false
 	}
-	noMatch := func(what, pattern string) error {
-		return &sluice.Error{Op: "verify", Err: fmt.Errorf("%w: %s %q matches no table on source %s", sluice.ErrUnknownTable, what, pattern, tc.Source.Addr()),
-			Hint: "check the schema and table names (patterns are schema.table globs)"}
-	}
 	for _, p := range tc.Tables.Include {
 		if !matches(p, all) {
-			return nil, noMatch("tables.include pattern", p)
+			return nil, &sluice.Error{Op: "verify", Err: fmt.Errorf("%w: tables.include pattern %q matches no table on source %s", sluice.ErrUnknownTable, p, tc.Source.Addr()),
+				Hint: "check the schema and table names (patterns are schema.table globs)"}
 		}
 	}
 	var selected []sluice.TableRef
@@ -165,7 +162,8 @@ func verifyTables(ctx context.Context, src *sql.DB, tc *task.Config, only []stri
 	if len(only) > 0 {
 		for _, p := range only {
 			if !matches(p, selected) {
-				return nil, noMatch("--table", p)
+				return nil, &sluice.Error{Op: "verify", Err: fmt.Errorf("%w: --table %q matches none of the tables the task selects on source %s", sluice.ErrUnknownTable, p, tc.Source.Addr()),
+					Hint: "pass a schema.table glob that tables.include selects and tables.exclude does not remove"}
 			}
 		}
 		filter := &task.Config{Tables: task.Tables{Include: only}}
