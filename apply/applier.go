@@ -316,6 +316,11 @@ func (s *scheduler) flush(ctx context.Context) error {
 	if err := s.dispatchOpen(ctx); err != nil {
 		return err
 	}
+	if s.big != nil {
+		// The streamed transaction commits when its Commit item arrives;
+		// everything before it is what can be waited for now.
+		return s.a.waitTurn(s.big.seq)
+	}
 	return s.a.barrier()
 }
 
