@@ -169,6 +169,7 @@ func Up(ctx context.Context, c Config) (*Instance, error) {
 		return nil, err
 	}
 	defer logf.Close()
+	closeInheritedOnExec()
 	cmd := exec.Command(mariadbd, "--defaults-file="+inst.cnf())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A session of its own, so the server outlives the CLI and a terminal's ^C.

@@ -20,8 +20,12 @@ import (
 // New starts an instance named name and returns it with a stop function.
 // Use it from TestMain to share one server across a package's tests.
 func New(name string, opts ...string) (*sandbox.Instance, func(), error) {
+	reapOrphans()
 	dir, err := os.MkdirTemp("", "sbx")
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := markOwner(dir); err != nil {
 		return nil, nil, err
 	}
 	var lastErr error
