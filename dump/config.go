@@ -30,10 +30,12 @@ type Config struct {
 	PlanFor func(sluice.TableRef) (dumpfmt.Plan, bool)
 	// Done reports chunks that are already loaded; they are not read.
 	Done func(t sluice.TableRef, index int) bool
-	// TableMajor reads tables one after another (every connection on the
-	// same table) instead of interleaving chunks of all tables. A loader
-	// that takes a whole table as one stream needs this order.
-	TableMajor bool
+	// WholeTable, called when Run starts, names the tables whose chunks
+	// must be read one table after another (every connection on the same
+	// table): a loader that takes a whole table as one stream needs that
+	// order. They are read first; chunks of the other tables are
+	// interleaved, so parallel loaders work on different tables.
+	WholeTable func(sluice.TableRef) bool
 	// LockWait bounds the wait for FLUSH TABLES WITH READ LOCK, which
 	// queues behind long-running statements.
 	LockWait time.Duration

@@ -168,30 +168,31 @@ type job struct {
 // loaders write to different tables (and different index pages) at once.
 func (d *Dumper) jobs() []job {
 	var out []job
-	if d.cfg.TableMajor {
-		for _, tp := range d.tables {
+	todo := func(tp *TablePlan, r chunk.Range) bool {
+		return d.cfg.Done == nil || !d.cfg.Done(tp.Table.Ref, r.Index)
+	}
+	whole := func(tp *TablePlan) bool { return d.cfg.WholeTable != nil && d.cfg.WholeTable(tp.Table.Ref) }
+	for _, tp := range d.tables {
+		if whole(tp) {
 			for _, r := range tp.Chunks {
-				if d.cfg.Done == nil || !d.cfg.Done(tp.Table.Ref, r.Index) {
+				if todo(tp, r) {
 					out = append(out, job{tp, r})
 				}
 			}
 		}
-		return out
 	}
 	for i := 0; ; i++ {
-		any := false
+		more := false
 		for _, tp := range d.tables {
-			if i >= len(tp.Chunks) {
+			if whole(tp) || i >= len(tp.Chunks) {
 				continue
 			}
-			any = true
-			r := tp.Chunks[i]
-			if d.cfg.Done != nil && d.cfg.Done(tp.Table.Ref, r.Index) {
-				continue
+			more = true
+			if r := tp.Chunks[i]; todo(tp, r) {
+				out = append(out, job{tp, r})
 			}
-			out = append(out, job{tp, r})
 		}
-		if !any {
+		if !more {
 			return out
 		}
 	}

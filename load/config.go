@@ -36,10 +36,11 @@ type Config struct {
 	// DisableBinlog sets sql_log_bin=0 in load sessions (needs SUPER or
 	// BINLOG ADMIN); off by default so the target's replicas see the data.
 	DisableBinlog bool
-	// CommitUnit is CommitChunk (each chunk commits with its checkpoint) or
-	// CommitTable (all of a table's remaining chunks are one LOAD DATA in
-	// one transaction, with their checkpoints; see CommitTable).
+	// CommitUnit is CommitAuto, CommitChunk or CommitTable (see each).
 	CommitUnit string
+	// BulkMaxChunks is the largest table (in chunks) CommitAuto loads as
+	// one transaction: it bounds the work an interruption can lose.
+	BulkMaxChunks int
 	// ChunkDelay sleeps inside each chunk's transaction before commit. It
 	// exists for the interruption tests, which need a run to be slow.
 	ChunkDelay time.Duration
@@ -59,11 +60,16 @@ const (
 	// table; an interrupted run loses the tables in flight (their rollback
 	// is instant), never a committed one.
 	CommitTable = "table"
+	// CommitAuto loads a table like CommitTable when nothing of it is
+	// loaded yet and it has at most BulkMaxChunks chunks, and like
+	// CommitChunk otherwise: small and medium tables get the fast bulk
+	// path, big ones keep fine-grained resume and parallel loaders.
+	CommitAuto = "auto"
 )
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Task: "task", PoolSize: 8, MetaSchema: "sluice_meta", StreamBuffer: 16 << 20, StreamMemory: 128 << 20, CommitUnit: CommitChunk}
+	return Config{Task: "task", PoolSize: 8, MetaSchema: "sluice_meta", StreamBuffer: 16 << 20, StreamMemory: 128 << 20, CommitUnit: CommitAuto, BulkMaxChunks: 64}
 }
 
 // Validate checks the config.
@@ -86,8 +92,10 @@ func (c Config) Validate() error {
 		return bad("stream buffer", c.StreamBuffer)
 	case c.StreamMemory < c.StreamBuffer:
 		return bad("stream memory", c.StreamMemory)
-	case c.CommitUnit != CommitChunk && c.CommitUnit != CommitTable:
-		return bad("commit unit", fmt.Sprintf("%q (chunk or table)", c.CommitUnit))
+	case c.CommitUnit != CommitChunk && c.CommitUnit != CommitTable && c.CommitUnit != CommitAuto:
+		return bad("commit unit", fmt.Sprintf("%q (auto, chunk or table)", c.CommitUnit))
+	case c.BulkMaxChunks < 0:
+		return bad("bulk max chunks", c.BulkMaxChunks)
 	}
 	return nil
 }

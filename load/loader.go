@@ -50,8 +50,10 @@ type target struct {
 	ref  sluice.TableRef
 	key  string
 	spec sqlgen.LoadSpec
-	// pending is the number of chunks this run loads (CommitTable).
+	// pending is the number of chunks this run loads.
 	pending int
+	// whole says the table loads as one stream in one transaction.
+	whole   bool
 	tjOnce  sync.Once
 	tj      *tableJob
 	tjErr   error
@@ -64,7 +66,7 @@ type TableSpec struct {
 }
 
 type job struct {
-	table *tableJob // set for a whole-table job (CommitTable)
+	table *tableJob // set for a whole-table job
 	tgt   *target
 	index int
 	open  func() (io.Reader, error)
@@ -90,9 +92,6 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 		"foreign_key_checks": "0",
 		"net_read_timeout":   "86400",
 		"net_write_timeout":  "86400",
-	}
-	if cfg.CommitUnit == CommitTable {
-		params["unique_checks"] = "0"
 	}
 	if cfg.DisableBinlog {
 		params["sql_log_bin"] = "0"
@@ -143,6 +142,14 @@ func (l *Loader) Plan(src sluice.TableRef) (dumpfmt.Plan, bool) {
 	return p, ok
 }
 
+// WholeTable reports whether source table src loads as one stream in one
+// transaction. Its chunks must then be handed over one table after another
+// (before the next table's), and after Prepare.
+func (l *Loader) WholeTable(src sluice.TableRef) bool {
+	t, ok := l.tables[src]
+	return ok && t.whole
+}
+
 // Done reports whether a chunk of source table src was committed before.
 func (l *Loader) Done(src sluice.TableRef, index int) bool {
 	return l.done[chunkKey{tblKey(l.cfg.Route(src)), index}]
@@ -184,7 +191,9 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 		if err := l.meta.savePlan(ctx, tgt, s.Table.Ref, s.Plan); err != nil {
 			return fmt.Errorf("load: save plan of %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
 		}
-		l.tables[s.Table.Ref] = &target{ref: tgt, key: key, spec: loadSpec(s.Table, tgt), pending: pending}
+		whole := l.cfg.CommitUnit == CommitTable ||
+			l.cfg.CommitUnit == CommitAuto && !started && len(s.Plan) <= l.cfg.BulkMaxChunks
+		l.tables[s.Table.Ref] = &target{ref: tgt, key: key, spec: loadSpec(s.Table, tgt), pending: pending, whole: whole}
 	}
 	l.stats.TotalChunks.Store(total)
 	l.stats.Skipped.Store(skipped)
@@ -282,7 +291,7 @@ func (l *Loader) OpenChunk(ctx context.Context, src sluice.TableRef, r chunk.Ran
 	j := &job{tgt: t, index: r.Index, pipe: p,
 		open: func() (io.Reader, error) { return p, nil },
 		rows: func() (int64, error) { stop(); return p.result() }}
-	if l.cfg.CommitUnit == CommitTable {
+	if t.whole {
 		if err := l.addToTable(ctx, j); err != nil {
 			stop()
 			return nil, err
@@ -305,7 +314,7 @@ func (l *Loader) LoadFile(ctx context.Context, src sluice.TableRef, c dumpfmt.Ch
 	j := &job{tgt: t, index: c.Index, retry: true,
 		open: func() (io.Reader, error) { return os.Open(path) },
 		rows: func() (int64, error) { return c.Rows, nil }}
-	if l.cfg.CommitUnit == CommitTable {
+	if t.whole {
 		return l.addToTable(ctx, j)
 	}
 	return l.enqueue(ctx, j)

@@ -103,7 +103,9 @@ func totalChunks(t *testing.T, dst *sql.DB, task string) int64 {
 func TestMigrateResumesAfterKill9(t *testing.T) {
 	createResumeData(t, "rs_mg")
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
-	for _, unit := range []string{"chunk", "table"} {
+	// auto with a bulk limit of 10 chunks mixes both: comp and nokey load
+	// whole, big (40 chunks) chunk by chunk.
+	for _, unit := range []string{"chunk", "table", "auto"} {
 		t.Run(unit, func(t *testing.T) {
 			task, target := "rs_mg_"+unit, "rs_mg_"+unit
 			cfg := taskFile(t, task, "rs_mg.*", fmt.Sprintf("routes: [{schema: rs_mg, target-schema: %s}]\nthreads: 2\npool-size: 2\nrows-per-chunk: 500", target))
@@ -111,13 +113,13 @@ func TestMigrateResumesAfterKill9(t *testing.T) {
 			if unit == "table" {
 				min = 1 // one table's chunks commit together
 			}
-			killMidway(t, dst, task, min, "migrate", "--config", cfg, "--commit-unit", unit, "--chunk-delay", "150ms")
+			killMidway(t, dst, task, min, "migrate", "--config", cfg, "--commit-unit", unit, "--bulk-max-chunks", "10", "--chunk-delay", "150ms")
 			done, _ := checkpointsMatchData(t, dst, task, target, "big", "comp", "nokey")
 			total := totalChunks(t, dst, task)
 			if done < min || done >= total {
 				t.Fatalf("the kill was not mid-way: %d of %d chunks done", done, total)
 			}
-			out := mustSluice(t, "migrate", "--config", cfg, "--commit-unit", unit)
+			out := mustSluice(t, "migrate", "--config", cfg, "--commit-unit", unit, "--bulk-max-chunks", "10")
 			if want := fmt.Sprintf("resumed: %d chunks done before", done); !strings.Contains(out, want) {
 				t.Errorf("rerun output lacks %q:\n%s", want, out)
 			}
@@ -136,7 +138,7 @@ func TestLoadResumesAfterKill9(t *testing.T) {
 	cfg := taskFile(t, "rs_ld", "rs_ld.*", "routes: [{schema: rs_ld, target-schema: rs_ld_copy}]\nthreads: 2\npool-size: 3\nrows-per-chunk: 500")
 	dir := t.TempDir() + "/dump"
 	mustSluice(t, "dump", "--config", cfg, "--dir", dir)
-	cmd := []string{"load", "--config", cfg, "--dir", dir, "--chunk-delay", "150ms"}
+	cmd := []string{"load", "--config", cfg, "--dir", dir, "--chunk-delay", "150ms", "--commit-unit", "chunk"}
 	task := loadTaskKey(t, "rs_ld", dir)
 	killMidway(t, dst, task, 6, cmd...)
 	done, _ := checkpointsMatchData(t, dst, task, "rs_ld_copy", "big", "comp", "nokey")
@@ -144,7 +146,7 @@ func TestLoadResumesAfterKill9(t *testing.T) {
 	if done >= total {
 		t.Fatalf("the kill was not mid-way: %d of %d chunks done", done, total)
 	}
-	out := mustSluice(t, "load", "--config", cfg, "--dir", dir)
+	out := mustSluice(t, "load", "--config", cfg, "--dir", dir, "--commit-unit", "chunk")
 	if want := fmt.Sprintf("(%d done before)", done); !strings.Contains(out, want) {
 		t.Errorf("rerun output lacks %q:\n%s", want, out)
 	}

@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"io"
 	"strings"
@@ -11,7 +12,7 @@ import (
 )
 
 // tableJob is one table's remaining chunks, loaded as one stream in one
-// transaction (CommitTable). Chunks arrive in the order they are opened;
+// transaction (CommitTable, or CommitAuto for a table small enough). Chunks arrive in the order they are opened;
 // their order inside the stream does not matter because their key ranges
 // are disjoint.
 type tableJob struct {
@@ -108,6 +109,17 @@ func (l *Loader) runTable(ctx context.Context, tj *job) (err error) {
 		return dbconn.Classify(err, "target", l.cfg.Target)
 	}
 	defer conn.Close()
+	// With both checks off, the first insert into an empty table in a
+	// transaction takes InnoDB's bulk path. The pooled session gets its
+	// unique checks back afterwards.
+	if _, err = conn.ExecContext(ctx, "SET SESSION unique_checks = 0"); err != nil {
+		return l.classify(err)
+	}
+	defer func() {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION unique_checks = 1"); rerr != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return dbconn.Classify(err, "target", l.cfg.Target)

@@ -86,18 +86,17 @@ func TestTypesDumpLoad(t *testing.T) {
 // TestTypesMigrate: the streaming path, with LOAD DATA and with INSERTs.
 func TestTypesMigrate(t *testing.T) {
 	createTypeMatrix(t, "types_mg")
-	for _, tc := range []struct{ name, extra string }{
-		{"loaddata", "rows-per-statement: 0"},
-		{"insert", "rows-per-statement: 2"},
-		{"table", "rows-per-statement: 0"},
+	for _, tc := range []struct{ name, extra, unit string }{
+		{"chunk", "rows-per-statement: 0", "chunk"},
+		{"insert", "rows-per-statement: 2", "chunk"},
+		{"table", "rows-per-statement: 0", "table"},
+		{"auto", "rows-per-statement: 0", "auto"},
+		{"tableinsert", "rows-per-statement: 3", "table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := "types_mg_" + tc.name
 			cfg := taskFile(t, "types_mg_"+tc.name, "types_mg.*", "routes: [{schema: types_mg, target-schema: "+dst+"}]\nthreads: 2\npool-size: 4\nrows-per-chunk: 2\n"+tc.extra)
-			args := []string{"migrate", "--config", cfg, "--mode", "full"}
-			if tc.name == "table" {
-				args = append(args, "--commit-unit", "table")
-			}
+			args := []string{"migrate", "--config", cfg, "--mode", "full", "--commit-unit", tc.unit}
 			out := mustSluice(t, args...)
 			if !strings.Contains(out, "| migrate (stream) |") {
 				t.Errorf("no summary table in the output:\n%s", out)

@@ -81,24 +81,24 @@ func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 	prog := startProgress(out, f.progressEvery, progressPhase{Name: "load", Rows: ls.Rows.Load, Bytes: ls.Bytes.Load, Done: ls.Chunks.Load, Total: ls.TotalChunks.Load})
 	l.Start(ctx)
 	var qerr error
-	if f.commitUnit == load.CommitTable {
-		// A table loader consumes its table's chunks as one stream, so
-		// every chunk of a table must be queued before the next table's.
-		for _, tm := range tables {
-			for _, c := range tm.Chunks {
-				if qerr == nil && !l.Done(tm.Table.Ref, c.Index) {
-					qerr = l.LoadFile(ctx, tm.Table.Ref, c, filepath.Join(dir, c.File))
-				}
+	// A table loaded as one stream needs all its chunks queued before the
+	// next table's: those go first, table by table.
+	for _, tm := range tables {
+		if !l.WholeTable(tm.Table.Ref) {
+			continue
+		}
+		for _, c := range tm.Chunks {
+			if qerr == nil && !l.Done(tm.Table.Ref, c.Index) {
+				qerr = l.LoadFile(ctx, tm.Table.Ref, c, filepath.Join(dir, c.File))
 			}
 		}
 	}
-	// Otherwise interleave tables, as the dump does, so loaders work on
-	// different tables.
-queue:
-	for i := 0; qerr == nil && f.commitUnit != load.CommitTable; i++ {
+	// Chunks of the other tables are interleaved, as the dump does, so
+	// loaders work on different tables.
+	for i := 0; qerr == nil; i++ {
 		more := false
 		for _, tm := range tables {
-			if i >= len(tm.Chunks) {
+			if l.WholeTable(tm.Table.Ref) || i >= len(tm.Chunks) {
 				continue
 			}
 			more = true
@@ -107,7 +107,7 @@ queue:
 				continue
 			}
 			if qerr = l.LoadFile(ctx, tm.Table.Ref, c, filepath.Join(dir, c.File)); qerr != nil {
-				break queue
+				break
 			}
 		}
 		if !more {

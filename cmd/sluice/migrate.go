@@ -36,6 +36,7 @@ type fullFlags struct {
 	rowsPerStatement int
 	targetBinlog     bool
 	commitUnit       string
+	bulkMaxChunks    int
 	chunkDelay       time.Duration
 	progressEvery    time.Duration
 }
@@ -73,7 +74,6 @@ func (f *fullFlags) loadTask() (*task.Config, error) {
 func (f *fullFlags) dumpConfig(cfg *task.Config) dump.Config {
 	dc := dump.DefaultConfig()
 	dc.Source, dc.Threads, dc.RowsPerChunk, dc.Select = cfg.Source, cfg.Threads, cfg.RowsPerChunk, cfg.Selected
-	dc.TableMajor = f.commitUnit == load.CommitTable
 	return dc
 }
 
@@ -84,6 +84,9 @@ func (f *fullFlags) loadConfig(cfg *task.Config, taskKey string) load.Config {
 	lc.ChunkDelay = f.chunkDelay
 	if f.commitUnit != "" {
 		lc.CommitUnit = f.commitUnit
+	}
+	if f.bulkMaxChunks > 0 {
+		lc.BulkMaxChunks = f.bulkMaxChunks
 	}
 	return lc
 }
@@ -131,7 +134,8 @@ func addFullFlags(cmd *cobra.Command, f *fullFlags, dumpSide, loadSide bool) {
 		fl.IntVar(&f.poolSize, "pool-size", 0, "target connections loading at once (default: the task's pool-size)")
 		fl.IntVar(&f.rowsPerStatement, "rows-per-statement", 0, "use multi-row INSERTs of N rows instead of LOAD DATA LOCAL INFILE (default: the task's)")
 		fl.BoolVar(&f.targetBinlog, "target-binlog", true, "write the loaded rows to the target's binlog; false sets sql_log_bin=0 (needs SUPER or BINLOG ADMIN)")
-		fl.StringVar(&f.commitUnit, "commit-unit", load.CommitChunk, "chunk: each chunk commits with its checkpoint (parallel within a table, finest resume); table: each table is one LOAD DATA in one transaction (MariaDB's fast bulk insert into an empty table; resume per table)")
+		fl.StringVar(&f.commitUnit, "commit-unit", load.CommitAuto, "chunk: each chunk commits with its checkpoint (parallel within a table, finest resume); table: each table's chunks are one LOAD DATA in one transaction (MariaDB's fast bulk insert into an empty table; resume per table); auto: table for tables not started and of at most --bulk-max-chunks chunks, chunk for the others")
+		fl.IntVar(&f.bulkMaxChunks, "bulk-max-chunks", load.DefaultConfig().BulkMaxChunks, "with --commit-unit auto, the largest table (in chunks) loaded as one transaction")
 		fl.DurationVar(&f.chunkDelay, "chunk-delay", 0, "wait this long before committing each chunk (for interruption tests)")
 		_ = fl.MarkHidden("chunk-delay")
 	}
@@ -186,7 +190,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, out io.Wri
 	}
 	defer l.Close()
 	dc := f.dumpConfig(cfg)
-	dc.PlanFor, dc.Done = l.Plan, l.Done
+	dc.PlanFor, dc.Done, dc.WholeTable = l.Plan, l.Done, l.WholeTable
 	began := time.Now()
 	d, err := dump.Open(ctx, dc)
 	if err != nil {
