@@ -53,10 +53,10 @@ type target struct {
 	// pending is the number of chunks this run loads.
 	pending int
 	// whole says the table loads as one stream in one transaction.
-	whole   bool
-	tjOnce  sync.Once
-	tj      *tableJob
-	tjErr   error
+	whole  bool
+	tjOnce sync.Once
+	tj     *tableJob
+	tjErr  error
 }
 
 // TableSpec is one source table and its chunk plan.
