@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-db/sluice/dtx/boltstore"
 	"github.com/sluice-db/sluice/dtx/dtxtest"
 	"github.com/sluice-db/sluice/dtx/mysqlstore"
-	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
 )
 
@@ -27,31 +26,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var stop func()
-	var err error
-	inst, stop, err = sandboxtest.New("dtx")
+	env, err := dtxtest.NewEnv("dtx", 1_000_000_000, dtxtest.Config{Barrier: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer stop()
-	db, err = sql.Open("mysql", inst.DSN("")+"?interpolateParams=true")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(64)
-	if err := dtxtest.Setup(context.Background(), db, 1_000_000_000); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	busi, err = dtxtest.Start(db, dtxtest.Config{Barrier: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer busi.Close()
+	defer env.Close()
+	inst, db, busi = env.Inst, env.DB, env.Busi
 	return m.Run()
 }
 

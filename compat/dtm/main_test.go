@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-db/sluice/dtx/boltstore"
 	"github.com/sluice-db/sluice/dtx/dtxtest"
 	"github.com/sluice-db/sluice/dtx/mysqlstore"
-	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
 )
 
@@ -31,30 +30,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var stop func()
-	var err error
-	inst, stop, err = sandboxtest.New("dtmcompat")
+	env, err := dtxtest.NewEnv("dtmcompat", 1_000_000, dtxtest.Config{Barrier: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer stop()
-	db, err = sql.Open("mysql", inst.DSN("")+"?interpolateParams=true")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer db.Close()
-	if err := dtxtest.Setup(context.Background(), db, 1_000_000); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	busi, err = dtxtest.Start(db, dtxtest.Config{Barrier: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer busi.Close()
+	defer env.Close()
+	inst, db, busi = env.Inst, env.DB, env.Busi
 	return m.Run()
 }
 
