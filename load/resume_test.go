@@ -2,6 +2,7 @@ package load_test
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -162,4 +163,55 @@ func loadTaskKey(t *testing.T, name, dir string) string {
 		t.Fatal(err)
 	}
 	return name + "@dump:" + m.Started.UTC().Format(time.RFC3339Nano)
+}
+
+// TestMigrateSourceConnectionKilled kills the dump's source connections
+// mid-run: the run must fail with one line, every committed chunk must be
+// whole, and a rerun must finish the copy exactly.
+func TestMigrateSourceConnectionKilled(t *testing.T) {
+	createResumeData(t, "rs_lost")
+	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
+	cfg := taskFile(t, "rs_lost", "rs_lost.*", "routes: [{schema: rs_lost, target-schema: rs_lost_copy}]\nthreads: 2\npool-size: 2\nrows-per-chunk: 500")
+	cmd := exec.Command(sluiceBin, "migrate", "--config", cfg, "--commit-unit", "chunk", "--chunk-delay", "100ms")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var n int64
+		_ = dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.load_checkpoint WHERE task = 'rs_lost'").Scan(&n)
+		if n >= 3 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The dump's connections are the ones reading rs_lost in a snapshot.
+	rows, err := src.Query("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = 'root' AND (INFO LIKE '%rs_lost%' OR COMMAND = 'Sleep')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	for _, id := range ids {
+		_, _ = src.Exec(fmt.Sprintf("KILL CONNECTION %d", id))
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("sluice did not fail with exit 2 after its source connections died: %v\n%s", err, stderr.String())
+	}
+	if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); len(lines) != 1 {
+		t.Errorf("want one error line, got %d:\n%s", len(lines), stderr.String())
+	}
+	checkpointsMatchData(t, dst, "rs_lost", "rs_lost_copy", "big", "comp", "nokey")
+	mustSluice(t, "migrate", "--config", cfg, "--commit-unit", "chunk")
+	sameTables(t, src, dst, "rs_lost", "rs_lost_copy")
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-db/sluice"
@@ -19,7 +21,13 @@ import (
 	"github.com/sluice-db/sluice/task"
 )
 
-func init() { register(newMigrateCmd) }
+func init() {
+	register(newMigrateCmd)
+	// The driver logs lost connections ("unexpected EOF") on its own; the
+	// error it returns is classified and printed as sluice's one line, so
+	// its log would only break the one-line contract of every command.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+}
 
 // incrementalRunner is set by the incremental replication's file. start is
 // the snapshot position of the full copy (--mode all) or nil (--mode
