@@ -122,7 +122,7 @@ func (c *Coordinator) Prepare(ctx context.Context, r *Request) error {
 	now := time.Now().UTC()
 	g.CreateTime, g.UpdateTime = now, now
 	g.NextCronTime = now.Add(c.timeoutToFail(g))
-	err := c.commit.do(ctx, &Mutation{Gid: g.Gid, Create: true, Global: g, NewBranches: genBranches(g)})
+	err := c.commit.do(ctx, &Mutation{Gid: g.Gid, Create: true, Global: g, NewBranches: GenBranches(g)})
 	if errors.Is(err, ErrExists) {
 		cur, _, gerr := c.store.Get(ctx, g.Gid)
 		if gerr != nil {
@@ -152,7 +152,7 @@ func (c *Coordinator) Submit(ctx context.Context, r *Request) error {
 		g.CreateTime, g.UpdateTime = now, now
 		g.Owner, g.LeaseUntil = token, now.Add(c.cfg.Lease)
 		g.NextCronTime = now.Add(c.retryInterval(g))
-		branches = genBranches(g)
+		branches = GenBranches(g)
 		err := c.commit.do(ctx, &Mutation{Gid: g.Gid, Create: true, Global: g, NewBranches: branches})
 		if err == nil {
 			return c.driveNew(ctx, g, branches, token, r.WaitResult)

@@ -91,6 +91,18 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 	return err
 }
 
+// setBranch records a branch's new status in the run's branches and in the
+// transaction's own copy of the statuses; both are stored by the next save.
+func (r *run) setBranch(i int, status string) {
+	b := &r.branches[i]
+	b.Status, b.FinishTime = status, time.Now().UTC()
+	r.dirty[i] = true
+	if r.g.BranchStatus == nil {
+		r.g.BranchStatus = map[string]BranchState{}
+	}
+	r.g.BranchStatus[BranchKey(b.BranchID, b.Op)] = BranchState{Status: b.Status, FinishTime: b.FinishTime}
+}
+
 // save stores the transaction row and every changed branch in one mutation.
 func (r *run) save(ctx context.Context) error {
 	now := time.Now().UTC()
@@ -302,11 +314,10 @@ func (r *run) record(i int, res string, err error) outcome {
 	o := outcome{idx: i, result: res, err: err}
 	switch {
 	case res == ResultSuccess:
-		b.Status, b.FinishTime = StatusSucceed, time.Now().UTC()
-		r.dirty[i], r.progress = true, true
+		r.setBranch(i, StatusSucceed)
+		r.progress = true
 	case res == ResultFailure && r.g.TransType == TypeSaga && b.Op == OpAction:
-		b.Status, b.FinishTime = StatusFailed, time.Now().UTC()
-		r.dirty[i] = true
+		r.setBranch(i, StatusFailed)
 	default:
 		if err == nil {
 			err = fmt.Errorf("branch returned %s", res)

@@ -152,10 +152,11 @@ func (r *Request) global(status string) *Global {
 	return g
 }
 
-// genBranches lays out the stored branches: a saga step becomes a
-// compensate and an action branch (in that order, as dtm stores them), a
-// message step an action branch. TCC branches are registered later.
-func genBranches(g *Global) []Branch {
+// GenBranches lays out the branches of a saga or message from its steps: a
+// saga step becomes a compensate and an action branch (in that order, as dtm
+// stores them), a message step an action branch. TCC branches are
+// registered later. Stores may derive branches with it instead of storing them.
+func GenBranches(g *Global) []Branch {
 	var out []Branch
 	for i, s := range g.Steps {
 		var data []byte

@@ -75,10 +75,8 @@ func (r *run) readyActions(sc *sagaCustom, n int, tried map[int]bool) []int {
 // markAttempted records that an action may have taken effect without a
 // known result, so that the rollback compensates it.
 func (r *run) markAttempted(i int) {
-	b := &r.branches[i]
-	if b.Status == StatusPrepared {
-		b.Status, b.FinishTime = StatusFailed, time.Now().UTC()
-		r.dirty[i] = true
+	if r.branches[i].Status == StatusPrepared {
+		r.setBranch(i, StatusFailed)
 	}
 }
 

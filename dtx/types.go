@@ -104,14 +104,42 @@ type Global struct {
 	// Stuck names the branch that exceeded the retry limit; recovery leaves a
 	// stuck transaction alone until an operator resets it.
 	Stuck string `json:"stuck,omitempty"`
+	// BranchStatus holds every branch that left prepared, by BranchKey, so
+	// that a store can keep a transaction's whole state in one row.
+	BranchStatus map[string]BranchState `json:"branch_status,omitempty"`
+}
+
+// BranchState is a branch's status as the transaction row records it.
+type BranchState struct {
+	Status     string    `json:"status"`
+	FinishTime time.Time `json:"finish_time"`
+}
+
+// BranchKey names a branch in Global.BranchStatus.
+func BranchKey(branchID, op string) string { return branchID + "/" + op }
+
+// OverlayStatus applies the statuses recorded in g to branches.
+func (g *Global) OverlayStatus(branches []Branch) {
+	for i := range branches {
+		if st, ok := g.BranchStatus[BranchKey(branches[i].BranchID, branches[i].Op)]; ok {
+			branches[i].Status, branches[i].FinishTime = st.Status, st.FinishTime
+		}
+	}
 }
 
 // Finished reports whether the transaction reached a final status.
 func (g *Global) Finished() bool { return g.Status == StatusSucceed || g.Status == StatusFailed }
 
-// Clone returns a deep-enough copy for handing state between goroutines.
+// Clone returns a copy that shares nothing the driver changes later, for
+// handing state to the committer.
 func (g *Global) Clone() *Global {
 	c := *g
+	if g.BranchStatus != nil {
+		c.BranchStatus = make(map[string]BranchState, len(g.BranchStatus))
+		for k, v := range g.BranchStatus {
+			c.BranchStatus[k] = v
+		}
+	}
 	return &c
 }
 

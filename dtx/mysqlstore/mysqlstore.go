@@ -1,7 +1,7 @@
 // Package mysqlstore is the production dtx store on MySQL or MariaDB.
-// Apply writes a whole batch of mutations (from many global transactions)
-// in one database transaction, so one fsync of the redo log makes all of
-// them durable. Several coordinators can share one database: Claim leases
+// A transaction's whole state is one row, so Apply writes a batch of
+// mutations (from many global transactions) with one statement per kind,
+// and one fsync of the redo log makes all of them durable. Several coordinators can share one database: Claim leases
 // due transactions in batches with a single locking UPDATE.
 package mysqlstore
 
@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"strconv"
@@ -92,6 +91,8 @@ var schema = []string{
   KEY finished (finished_at),
   KEY owner (owner)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// Only TCC branches are rows here (a saga's or message's are derived from
+	// its steps); every branch status lives in the transaction's doc.
 	`CREATE TABLE IF NOT EXISTS dtx_branch (
   id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
   gid VARCHAR(128) NOT NULL,
@@ -170,231 +171,6 @@ func columns(g *dtx.Global) (due, finished any) {
 	return due, finished
 }
 
-const maxAttempts = 5
-
-// Apply applies the batch in one database transaction, retrying the whole
-// batch on deadlocks and lost connections.
-func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error) {
-	var err error
-	for attempt := 1; attempt <= maxAttempts; attempt++ {
-		var errs []error
-		errs, err = s.applyOnce(ctx, muts)
-		if err == nil {
-			return errs, nil
-		}
-		if !dbconn.IsRetryable(err) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
-	}
-	return nil, fmt.Errorf("dtx mysql store: %w", err)
-}
-
-// applyOnce writes a batch with a fixed number of statements, whatever its
-// size: one multi-row insert for new transactions, one locking read of the
-// rows the other mutations check, one multi-row upsert of the rows that
-// passed, and one statement each for new and changed branches.
-func (s *Store) applyOnce(ctx context.Context, muts []*dtx.Mutation) ([]error, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	errs := make([]error, len(muts))
-	cur := map[string]*dtx.Global{} // state as this batch leaves it
-	if err := createGlobals(ctx, tx, muts, errs, cur); err != nil {
-		return nil, err
-	}
-	if err := lockGlobals(ctx, tx, muts, cur); err != nil {
-		return nil, err
-	}
-	var rows []*dtx.Global
-	var newBranches []dtx.Branch
-	var updates []branchUpdate
-	for i, m := range muts {
-		if m.Create {
-			if errs[i] == nil {
-				newBranches = append(newBranches, m.NewBranches...)
-			}
-			continue
-		}
-		c := cur[m.Gid]
-		if c == nil {
-			errs[i] = dtx.ErrNotFound
-			continue
-		}
-		if errs[i] = m.Check(c); errs[i] != nil {
-			continue
-		}
-		if m.Global != nil {
-			rows = append(rows, m.Global)
-			cur[m.Gid] = m.Global
-		}
-		newBranches = append(newBranches, m.NewBranches...)
-		for _, u := range m.BranchUpdates {
-			updates = append(updates, branchUpdate{m.Gid, u})
-		}
-	}
-	if err := upsertGlobals(ctx, tx, rows, false); err != nil {
-		return nil, err
-	}
-	if err := insertBranches(ctx, tx, newBranches); err != nil {
-		return nil, err
-	}
-	if err := updateBranches(ctx, tx, updates); err != nil {
-		return nil, err
-	}
-	return errs, tx.Commit()
-}
-
-// createGlobals inserts the batch's new transactions in one statement; if
-// one of them exists it falls back to one insert each to tell which.
-func createGlobals(ctx context.Context, tx *sql.Tx, muts []*dtx.Mutation, errs []error, cur map[string]*dtx.Global) error {
-	var rows []*dtx.Global
-	for _, m := range muts {
-		if m.Create {
-			rows = append(rows, m.Global)
-		}
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	err := upsertGlobals(ctx, tx, rows, true)
-	if err == nil {
-		for _, m := range muts {
-			if m.Create {
-				cur[m.Gid] = m.Global
-			}
-		}
-		return nil
-	}
-	if !isDuplicate(err) {
-		return err
-	}
-	for i, m := range muts {
-		if !m.Create {
-			continue
-		}
-		err := upsertGlobals(ctx, tx, []*dtx.Global{m.Global}, true)
-		switch {
-		case isDuplicate(err):
-			errs[i] = dtx.ErrExists
-		case err != nil:
-			return err
-		default:
-			cur[m.Gid] = m.Global
-		}
-	}
-	return nil
-}
-
-func isDuplicate(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1062
-}
-
-// lockGlobals reads and locks the current rows the non-create mutations check.
-func lockGlobals(ctx context.Context, tx *sql.Tx, muts []*dtx.Mutation, cur map[string]*dtx.Global) error {
-	var gids []any
-	seen := map[string]bool{}
-	for _, m := range muts {
-		if !m.Create && cur[m.Gid] == nil && !seen[m.Gid] {
-			seen[m.Gid] = true
-			gids = append(gids, m.Gid)
-		}
-	}
-	if len(gids) == 0 {
-		return nil
-	}
-	rows, err := tx.QueryContext(ctx, "SELECT gid, status, owner FROM dtx_global WHERE gid IN (?"+strings.Repeat(",?", len(gids)-1)+") FOR UPDATE", gids...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		g := &dtx.Global{}
-		if err := rows.Scan(&g.Gid, &g.Status, &g.Owner); err != nil {
-			return err
-		}
-		cur[g.Gid] = g
-	}
-	return rows.Err()
-}
-
-// upsertGlobals writes whole rows in one statement: plain inserts for new
-// transactions, insert-or-update for rows already locked and checked.
-func upsertGlobals(ctx context.Context, tx *sql.Tx, gs []*dtx.Global, create bool) error {
-	if len(gs) == 0 {
-		return nil
-	}
-	var sb strings.Builder
-	sb.WriteString("INSERT INTO dtx_global (gid, trans_type, status, owner, lease_until, due_at, finished_at, doc) VALUES ")
-	args := make([]any, 0, len(gs)*8)
-	for i, g := range gs {
-		doc, err := json.Marshal(g)
-		if err != nil {
-			return err
-		}
-		due, fin := columns(g)
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString("(?,?,?,?,?,?,?,?)")
-		args = append(args, g.Gid, g.TransType, g.Status, g.Owner, ms(g.LeaseUntil), due, fin, doc)
-	}
-	if !create {
-		sb.WriteString(" ON DUPLICATE KEY UPDATE status=VALUES(status), owner=VALUES(owner), lease_until=VALUES(lease_until), due_at=VALUES(due_at), finished_at=VALUES(finished_at), doc=VALUES(doc)")
-	}
-	_, err := tx.ExecContext(ctx, sb.String(), args...)
-	return err
-}
-
-type branchUpdate struct {
-	gid string
-	u   dtx.BranchUpdate
-}
-
-// insertBranches adds branches in order in one statement; a branch that is
-// already there (a retried registerBranch) is left as it is.
-func insertBranches(ctx context.Context, tx *sql.Tx, bs []dtx.Branch) error {
-	if len(bs) == 0 {
-		return nil
-	}
-	now := time.Now().UnixMilli()
-	var sb strings.Builder
-	sb.WriteString("INSERT IGNORE INTO dtx_branch (gid, branch_id, op, url, bin_data, status, create_time, finish_time) VALUES ")
-	args := make([]any, 0, len(bs)*8)
-	for i, b := range bs {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString("(?,?,?,?,?,?,?,?)")
-		args = append(args, b.Gid, b.BranchID, b.Op, b.URL, b.BinData, b.Status, now, ms(b.FinishTime))
-	}
-	_, err := tx.ExecContext(ctx, sb.String(), args...)
-	return err
-}
-
-// updateBranches changes branch statuses, all in one statement.
-func updateBranches(ctx context.Context, tx *sql.Tx, us []branchUpdate) error {
-	if len(us) == 0 {
-		return nil
-	}
-	var sb strings.Builder
-	sb.WriteString("INSERT INTO dtx_branch (gid, branch_id, op, status, finish_time) VALUES ")
-	args := make([]any, 0, len(us)*5)
-	for i, u := range us {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString("(?,?,?,?,?)")
-		args = append(args, u.gid, u.u.BranchID, u.u.Op, u.u.Status, ms(u.u.FinishTime))
-	}
-	sb.WriteString(" ON DUPLICATE KEY UPDATE status=VALUES(status), finish_time=VALUES(finish_time)")
-	_, err := tx.ExecContext(ctx, sb.String(), args...)
-	return err
-}
-
 func scanGlobal(doc []byte, owner string, lease int64) (*dtx.Global, error) {
 	g := &dtx.Global{}
 	if err := json.Unmarshal(doc, g); err != nil {
@@ -405,7 +181,9 @@ func scanGlobal(doc []byte, owner string, lease int64) (*dtx.Global, error) {
 	return g, nil
 }
 
-// Get returns a transaction and its branches in insertion order.
+// Get returns a transaction and its branches in order. A saga's or
+// message's branches are derived from its steps, a TCC's come from
+// dtx_branch; their statuses come from the transaction row.
 func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch, error) {
 	var doc []byte
 	var owner string
@@ -421,9 +199,25 @@ func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch,
 	if err != nil {
 		return nil, nil, err
 	}
+	var bs []dtx.Branch
+	if g.TransType == dtx.TypeTCC {
+		if bs, err = s.tccBranches(ctx, gid); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		bs = dtx.GenBranches(g)
+		for i := range bs {
+			bs[i].CreateTime = g.CreateTime
+		}
+	}
+	g.OverlayStatus(bs)
+	return g, bs, nil
+}
+
+func (s *Store) tccBranches(ctx context.Context, gid string) ([]dtx.Branch, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT branch_id, op, url, bin_data, status, create_time, finish_time FROM dtx_branch WHERE gid=? ORDER BY id", gid)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer rows.Close()
 	var bs []dtx.Branch
@@ -431,12 +225,12 @@ func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch,
 		b := dtx.Branch{Gid: gid}
 		var ct, ft int64
 		if err := rows.Scan(&b.BranchID, &b.Op, &b.URL, &b.BinData, &b.Status, &ct, &ft); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		b.CreateTime, b.FinishTime = fromMS(ct), fromMS(ft)
 		bs = append(bs, b)
 	}
-	return g, bs, rows.Err()
+	return bs, rows.Err()
 }
 
 // Claim leases due transactions with one locking UPDATE: concurrent claims
