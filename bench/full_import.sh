@@ -127,6 +127,24 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
+# Single-table concurrency, as in the seed's mydumper -r comparison: one
+# table dumped to files on $THREADS connections, cut into chunks of $CHUNK
+# rows, against the same table as one chunk (one connection does the work).
+one_table_dump() {
+  sed 's/sbtest\.\*/sbtest.sbtest1/' "$WORK/task.yaml" >"$WORK/one.yaml"
+  rm -rf "$WORK/one"
+  local a b
+  a=$(now)
+  "$SLUICE" dump --config "$WORK/one.yaml" --dir "$WORK/one" --rows-per-chunk "$1" --progress-every 1h >/dev/null
+  b=$(now)
+  rm -rf "$WORK/one"
+  elapsed "$a" "$b"
+}
+for round in $(seq 1 "$ROUNDS"); do
+  T[one_chunked,$round]=$(one_table_dump "$CHUNK")
+  T[one_whole,$round]=$(one_table_dump 1000000000)
+done
+
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR%2) printf "%.1f\n", a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 med() { local k=$1 v=(); for r in $(seq 1 "$ROUNDS"); do v+=("${T[$k,$r]}"); done; median "${v[@]}"; }
 mbs() { awk -v mb="$MB" -v s="$1" 'BEGIN { printf "%.1f", mb / s }'; }
@@ -151,6 +169,13 @@ Threads: $THREADS dump connections, $POOL load connections for sluice and mydump
 | sluice migrate --commit-unit chunk (a transaction per chunk) | streamed | streamed | $S_CHUNK | $(mbs "$S_CHUNK") | ${R_CHUNK}x |
 | mydumper -t $THREADS -r $CHUNK + myloader -t $POOL | $MYD_D ($(mbs "$MYD_D") MB/s) | $MYL_L ($(mbs "$MYL_L") MB/s) | $MYD | $(mbs "$MYD") | 1.00x |
 | mariadb-dump --single-transaction \| mariadb | streamed | streamed | $MDP | $(mbs "$MDP") | $(ratio "$MYD" "$MDP")x |
+
+Single-table concurrency of \`sluice dump\` (one table, sbtest1, $(awk -v m="$MB" -v t="$TABLES" 'BEGIN { printf "%.1f", m / t }') MB, $THREADS connections):
+
+| dump of one table | time (s) | MB/s |
+| :-- | --: | --: |
+| split into chunks of $CHUNK rows (\`--rows-per-chunk $CHUNK\`) | $(med one_chunked) | $(awk -v m="$MB" -v t="$TABLES" -v s="$(med one_chunked)" 'BEGIN { printf "%.1f", m / t / s }') |
+| one chunk (one connection reads it) | $(med one_whole) | $(awk -v m="$MB" -v t="$TABLES" -v s="$(med one_whole)" 'BEGIN { printf "%.1f", m / t / s }') |
 
 Command: \`make bench-full-import\` (bench/full_import.sh; env TABLES=$TABLES TABLE_SIZE=$TABLE_SIZE THREADS=$THREADS POOL=$POOL ROUNDS=$ROUNDS BUFFER_POOL=$BUFFER_POOL)
 EOF
