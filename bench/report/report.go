@@ -234,6 +234,9 @@ func (r *Run) Save(path string) error {
 	if r.Schema == 0 {
 		r.Schema = SchemaVersion
 	}
+	if r.Results == nil {
+		r.Results = []Result{} // "results": [] rather than null
+	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err

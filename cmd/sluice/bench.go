@@ -222,7 +222,7 @@ Workloads: ` + strings.Join(oltp.Names(), ", "),
 			}
 			if res.Finished.IsZero() {
 				res.Finished = time.Now().UTC()
-				res.Notes = append(res.Notes, "Interrupted: "+oneLineErr(runErr))
+				res.Notes = append(res.Notes, "Stopped early: "+oneLineErr(runErr))
 			}
 			if err := writeRunOutputs(c.OutOrStdout(), res, jsonPath, mdPath); err != nil {
 				return err
