@@ -229,3 +229,58 @@ func TestParseDSN(t *testing.T) {
 		t.Error("bad DSN accepted")
 	}
 }
+
+// TestReconnect kills the benchmark's connections on the server mid-run: the
+// run goes on with new connections and counts the losses.
+func TestReconnect(t *testing.T) {
+	c := needServer(t)
+	ctx := context.Background()
+	m := DefaultMix()
+	m.Tables, m.TableSize = 1, 100
+	if err := Prepare(ctx, c, m, DefaultDist(), 1, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sandboxtest.MustOpen(t, inst, "").Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	cfg := Config{Conn: c, Mix: m, Dist: DefaultDist(), Threads: []int{2}, Time: 3 * time.Second,
+		Workloads: []string{"point_select"}, Ignore: DefaultIgnore()}
+	run := report.NewRun("t", "")
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, run) }()
+	killed := 0
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for killed < 4 && time.Now().Before(deadline) {
+		time.Sleep(300 * time.Millisecond)
+		rows, err := admin.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()", c.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		for _, id := range ids {
+			if _, err := admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err == nil {
+				killed++
+			}
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("run with killed connections: %v", err)
+	}
+	if killed == 0 {
+		t.Fatal("found no benchmark connection to kill")
+	}
+	r := run.Results[0]
+	if r.Reconnects == 0 || r.Errors == 0 || r.Events == 0 {
+		t.Errorf("killed %d connections: %d reconnects, %d errors, %d events", killed, r.Reconnects, r.Errors, r.Events)
+	}
+}

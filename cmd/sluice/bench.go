@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -215,6 +217,9 @@ Workloads: ` + strings.Join(oltp.Names(), ", "),
 			if err := cfg.Validate(); err != nil {
 				return badFlag(err)
 			}
+			// The driver logs every lost connection to stderr; the run
+			// counts them as reconnects instead.
+			_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 			res := report.NewRun("sluice bench oltp", label)
 			runErr := oltp.Run(c.Context(), cfg, res)
 			if len(res.Results) == 0 && runErr != nil {
