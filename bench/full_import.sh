@@ -76,6 +76,8 @@ reset_target() {
   "${DST[@]}" -e "DROP DATABASE IF EXISTS sbtest; DROP DATABASE IF EXISTS sluice_meta; RESET MASTER;"
 }
 now() { date +%s.%N; }
+mbs() { awk -v mb="$MB" -v s="$1" 'BEGIN { printf "%.1f", mb / s }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 
 # The data size every MB/s is computed from: the sluice text form of the
@@ -147,8 +149,6 @@ done
 
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR%2) printf "%.1f\n", a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 med() { local k=$1 v=(); for r in $(seq 1 "$ROUNDS"); do v+=("${T[$k,$r]}"); done; median "${v[@]}"; }
-mbs() { awk -v mb="$MB" -v s="$1" 'BEGIN { printf "%.1f", mb / s }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 S_AUTO=$(med sluice_auto); S_CHUNK=$(med sluice_chunk); MYD=$(med mydumper)
 MYD_D=$(med mydumper_dump); MYL_L=$(med myloader_load); MDP=$(med mariadb_dump)
