@@ -288,7 +288,15 @@ func (t *Task) applyLoop(ctx context.Context, rlog *relay.Log, db *sql.DB) error
 	}
 }
 
-func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, db *sql.DB) (err error) {
+func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (err error) {
+	if err := fence(ctx, plain, t.cfg.Name, t.cfg.Apply.Workers, 2*time.Minute); err != nil {
+		return err
+	}
+	db, err := openFenced(ctx, t.cfg.Target, t.cfg.Name, t.cfg.Apply.Workers)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	a, err := apply.New(t.cfg.Apply, db)
 	if err != nil {
 		return err

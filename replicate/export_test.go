@@ -1,0 +1,7 @@
+package replicate
+
+// Exports for the external tests.
+var (
+	Fence      = fence
+	OpenFenced = openFenced
+)
