@@ -36,6 +36,10 @@ type Config struct {
 	// order. They are read first; chunks of the other tables are
 	// interleaved, so parallel loaders work on different tables.
 	WholeTable func(sluice.TableRef) bool
+	// WholeWave is how many whole tables are read at once, chunks
+	// interleaved: at most the number of loaders, so that every table
+	// being read has a loader consuming it (1 if unset).
+	WholeWave int
 	// LockWait bounds the wait for FLUSH TABLES WITH READ LOCK, which
 	// queues behind long-running statements.
 	LockWait time.Duration

@@ -172,30 +172,41 @@ func (d *Dumper) jobs() []job {
 		return d.cfg.Done == nil || !d.cfg.Done(tp.Table.Ref, r.Index)
 	}
 	whole := func(tp *TablePlan) bool { return d.cfg.WholeTable != nil && d.cfg.WholeTable(tp.Table.Ref) }
-	for _, tp := range d.tables {
-		if whole(tp) {
-			for _, r := range tp.Chunks {
-				if todo(tp, r) {
+	interleave := func(tables []*TablePlan) {
+		for i := 0; ; i++ {
+			more := false
+			for _, tp := range tables {
+				if i >= len(tp.Chunks) {
+					continue
+				}
+				more = true
+				if r := tp.Chunks[i]; todo(tp, r) {
 					out = append(out, job{tp, r})
 				}
 			}
-		}
-	}
-	for i := 0; ; i++ {
-		more := false
-		for _, tp := range d.tables {
-			if whole(tp) || i >= len(tp.Chunks) {
-				continue
-			}
-			more = true
-			if r := tp.Chunks[i]; todo(tp, r) {
-				out = append(out, job{tp, r})
+			if !more {
+				return
 			}
 		}
-		if !more {
-			return out
+	}
+	var wholes, rest []*TablePlan
+	for _, tp := range d.tables {
+		if whole(tp) {
+			wholes = append(wholes, tp)
+		} else {
+			rest = append(rest, tp)
 		}
 	}
+	// Whole tables in waves: a wave's tables each get a loader, and the
+	// next wave starts when every chunk of this one is handed out.
+	wave := max(d.cfg.WholeWave, 1)
+	for len(wholes) > 0 {
+		n := min(wave, len(wholes))
+		interleave(wholes[:n])
+		wholes = wholes[n:]
+	}
+	interleave(rest)
+	return out
 }
 
 // Run reads every chunk not yet done into sink, on all connections. The

@@ -198,7 +198,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, out io.Wri
 	}
 	defer l.Close()
 	dc := f.dumpConfig(cfg)
-	dc.PlanFor, dc.Done, dc.WholeTable = l.Plan, l.Done, l.WholeTable
+	dc.PlanFor, dc.Done, dc.WholeTable, dc.WholeWave = l.Plan, l.Done, l.WholeTable, cfg.PoolSize
 	began := time.Now()
 	d, err := dump.Open(ctx, dc)
 	if err != nil {
