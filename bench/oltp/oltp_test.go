@@ -205,6 +205,7 @@ func TestConfigValidate(t *testing.T) {
 		"bad port":         func(c *Config) { c.Conn.Port = 70000 },
 		"bad rand":         func(c *Config) { c.Dist.Type = "normal" },
 		"negative warmup":  func(c *Config) { c.Warmup = -time.Second },
+		"bad client io":    func(c *Config) { c.ClientIO = "epoll" },
 	}
 	if err := base.Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
@@ -240,13 +241,20 @@ func TestReconnect(t *testing.T) {
 	if err := Prepare(ctx, c, m, DefaultDist(), 1, 1, nil); err != nil {
 		t.Fatal(err)
 	}
+	for _, io := range []string{"blocking", "netpoll"} {
+		t.Run(io, func(t *testing.T) { testReconnect(t, c, m, io) })
+	}
+}
+
+func testReconnect(t *testing.T, c Conn, m Mix, clientIO string) {
+	ctx := context.Background()
 	admin, err := sandboxtest.MustOpen(t, inst, "").Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
 	cfg := Config{Conn: c, Mix: m, Dist: DefaultDist(), Threads: []int{2}, Time: 3 * time.Second,
-		Workloads: []string{"point_select"}, Ignore: DefaultIgnore()}
+		Workloads: []string{"point_select"}, Ignore: DefaultIgnore(), ClientIO: clientIO}
 	run := report.NewRun("t", "")
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg, run) }()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,10 @@ type Config struct {
 	Ignore         IgnoreSet
 	Seed           uint64    // 0: from the clock
 	Progress       io.Writer // progress lines; nil discards them
+	// ClientIO is how worker connections wait for the server: "blocking"
+	// (the default: one OS thread per worker asleep in read(), as in
+	// sysbench; see blockingConn) or "netpoll" (Go's usual network poller).
+	ClientIO string
 }
 
 // Validate checks everything that can be checked without a server.
@@ -67,6 +72,11 @@ func (c *Config) Validate() error {
 	if c.Warmup < 0 {
 		return fmt.Errorf("invalid --warmup %v", c.Warmup)
 	}
+	switch c.ClientIO {
+	case "", "blocking", "netpoll":
+	default:
+		return fmt.Errorf("invalid --client-io %q: use blocking or netpoll", c.ClientIO)
+	}
 	return nil
 }
 
@@ -101,7 +111,11 @@ func Run(ctx context.Context, cfg Config, run *report.Run) error {
 		return err
 	}
 	recordParams(run, cfg)
-	connector, err := mysql.NewConnector(cfg.Conn.driverConfig(cfg.Conn.DB))
+	dcfg := cfg.Conn.driverConfig(cfg.Conn.DB)
+	if cfg.ClientIO != "netpoll" && dcfg.Net == "tcp" {
+		dcfg.DialFunc = dialBlocking
+	}
+	connector, err := mysql.NewConnector(dcfg)
 	if err != nil {
 		return fmt.Errorf("connection settings: %v", err)
 	}
@@ -133,6 +147,10 @@ func recordParams(run *report.Run, cfg Config) {
 	p["warmup"] = cfg.Warmup.String()
 	p["rand_type"] = cfg.Dist.Type
 	p["db"] = cfg.Conn.DB
+	p["client_io"] = cfg.ClientIO
+	if cfg.ClientIO == "" {
+		p["client_io"] = "blocking"
+	}
 	p["range_size"] = m.RangeSize
 	p["point_selects"] = m.PointSelects
 	def := DefaultMix()
@@ -196,6 +214,15 @@ func newTally() *tally { return &tally{lat: report.NewLatency()} }
 // measurement sampled every SeriesInterval.
 func measure(ctx context.Context, connector driver.Connector, cfg Config, w *Workload, threads int) (*report.Result, error) {
 	kinds := w.Kinds(cfg.Mix)
+	if cfg.ClientIO != "netpoll" {
+		// A worker blocked in read() keeps its P; with a P per worker and
+		// two to spare, no runnable goroutine waits for sysmon to retake
+		// one. Restored when the measurement ends.
+		if prev := runtime.GOMAXPROCS(0); prev < threads+2 {
+			runtime.GOMAXPROCS(threads + 2)
+			defer runtime.GOMAXPROCS(prev)
+		}
+	}
 	// Open and prepare every worker's connection before the clock starts.
 	execs := make([]*sqlExec, threads)
 	for i := range execs {

@@ -199,6 +199,7 @@ Workloads: ` + strings.Join(oltp.Names(), ", "),
 		mdPath         string
 		label          string
 		ignore         string
+		clientIO       string
 	)
 	run := &cobra.Command{
 		Use:   "run",
@@ -213,7 +214,7 @@ Workloads: ` + strings.Join(oltp.Names(), ", "),
 				return badFlag(err)
 			}
 			cfg := oltp.Config{Conn: o.conn, Mix: o.mix, Dist: o.dist, Workloads: splitList(workloads), Threads: o.threads,
-				Time: runTime, Warmup: warmup, ReportInterval: reportInterval, Ignore: ig, Seed: o.seed, Progress: c.ErrOrStderr()}
+				Time: runTime, Warmup: warmup, ReportInterval: reportInterval, Ignore: ig, Seed: o.seed, Progress: c.ErrOrStderr(), ClientIO: clientIO}
 			if err := cfg.Validate(); err != nil {
 				return badFlag(err)
 			}
@@ -244,6 +245,7 @@ Workloads: ` + strings.Join(oltp.Names(), ", "),
 	rf.StringVar(&mdPath, "markdown", "", "write the Markdown report to this file as well as to stdout")
 	rf.StringVar(&label, "label", "", "name of this run in comparisons (default: the server version)")
 	rf.StringVar(&ignore, "ignore-errors", "1213,1020,1205", "server error numbers counted and skipped instead of ending the run, or 'all' (sysbench --mysql-ignore-errors)")
+	rf.StringVar(&clientIO, "client-io", "blocking", "how client threads wait for the server: blocking (an OS thread per thread, like sysbench) or netpoll (Go's poller)")
 	m := &o.mix
 	rf.IntVar(&m.RangeSize, "range-size", m.RangeSize, "rows per range SELECT")
 	rf.IntVar(&m.PointSelects, "point-selects", m.PointSelects, "point SELECTs per transaction (point_select always runs 1)")
