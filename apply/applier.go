@@ -31,6 +31,8 @@ type unit struct {
 	keys   []uint64
 	bytes  int
 	rows   int
+	// compacted is set by the worker when it applied net row changes.
+	compacted bool
 }
 
 // Stats are the applier's counters.
@@ -46,6 +48,8 @@ type Stats struct {
 	// MaxInFlight is the most target transactions that were executing or
 	// waiting to commit at once: how much parallelism the writesets allowed.
 	MaxInFlight int
+	// Compacted counts target transactions applied as net row changes.
+	Compacted uint64
 }
 
 // Applier applies a decoded stream to the target. Submit is called by one
@@ -500,6 +504,9 @@ func (a *Applier) waitTurn(seq uint64) error {
 // committed records that u (or a serial transaction with u's seq) committed.
 func (a *Applier) committed(u *unit, end sluice.Position, txns, rows int, ts uint32) {
 	a.mu.Lock()
+	if u != nil && u.compacted {
+		a.stats.Compacted++
+	}
 	if u != nil {
 		for _, k := range u.keys {
 			if a.owner[k] == u {

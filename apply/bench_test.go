@@ -59,6 +59,7 @@ func BenchmarkSysbenchBacklog(b *testing.B) {
 				b.ReportMetric(float64(st.Txns)/el.Seconds(), "txn/s")
 				b.ReportMetric(float64(st.Txns)/float64(st.Commits), "txn/commit")
 				b.ReportMetric(float64(st.MaxInFlight), "max-inflight")
+				b.ReportMetric(float64(st.Conflicts), "conflict-waits")
 			}
 		})
 	}

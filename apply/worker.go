@@ -55,6 +55,10 @@ func (b *batchWriter) change(ctx context.Context, c *sluice.RowChange, info *tab
 		b.sep()
 		b.buf = info.spec.AppendDelete(b.buf, c.Before)
 	}
+	return b.flushIfFull(ctx)
+}
+
+func (b *batchWriter) flushIfFull(ctx context.Context) error {
 	if len(b.buf) >= b.a.cfg.BatchBytes {
 		return b.exec(ctx)
 	}
@@ -91,6 +95,7 @@ type worker struct {
 	ch   chan *unit
 	busy atomic.Int32
 	bw   batchWriter
+	cp   compactor
 }
 
 func (w *worker) run() {
@@ -120,17 +125,8 @@ func (w *worker) run() {
 func (w *worker) apply(ctx context.Context, u *unit) error {
 	a, b := w.a, &w.bw
 	b.buf = append(b.buf[:0], "START TRANSACTION"...)
-	for _, t := range u.txns {
-		for i := range t.changes {
-			c := &t.changes[i]
-			v, ok := a.tables.Load(c.Table)
-			if !ok {
-				return fmt.Errorf("apply: table %s was not resolved", c.Table.Ref)
-			}
-			if err := b.change(ctx, c, v.(*tableInfo)); err != nil {
-				return w.wrap(u, err)
-			}
-		}
+	if err := w.statements(ctx, u); err != nil {
+		return w.wrap(u, err)
 	}
 	last := u.txns[len(u.txns)-1]
 	b.sep()
@@ -153,6 +149,105 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 		}
 	}
 	a.committed(u, last.end, len(u.txns), u.rows, last.ts)
+	return nil
+}
+
+func (a *Applier) info(t *sluice.Table) *tableInfo {
+	v, _ := a.tables.Load(t) // resolved by the scheduler before dispatch
+	return v.(*tableInfo)
+}
+
+// statements writes the group's changes: compacted to one statement per
+// row when the group allows it, else one statement per change in order.
+func (w *worker) statements(ctx context.Context, u *unit) error {
+	a, b := w.a, &w.bw
+	if u.rows < 2 || !w.cp.build(u, a.info) {
+		for _, t := range u.txns {
+			for i := range t.changes {
+				c := &t.changes[i]
+				if err := b.change(ctx, c, a.info(c.Table)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	cp := &w.cp
+	u.compacted = true
+	for i, c := range cp.other {
+		if err := b.change(ctx, c, cp.infos[i]); err != nil {
+			return err
+		}
+	}
+	// DELETEs, batched per table when the key is one column.
+	var dels []*netRow
+	for _, r := range cp.order {
+		if r.existed && r.after == nil {
+			dels = append(dels, r)
+		}
+	}
+	for len(dels) > 0 {
+		info := dels[0].info
+		var rows [][]any
+		rest := dels[:0]
+		for _, r := range dels {
+			if r.info == info {
+				rows = append(rows, r.before)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		dels = rest
+		for len(rows) > 0 {
+			n := min(len(rows), 1000)
+			b.sep()
+			b.ins = nil
+			if len(info.spec.Key) == 1 {
+				b.buf = info.spec.AppendDeleteIn(b.buf, rows[:n]...)
+			} else {
+				for j, r := range rows[:n] {
+					if j > 0 {
+						b.sep()
+					}
+					b.buf = info.spec.AppendDelete(b.buf, r)
+				}
+			}
+			rows = rows[n:]
+			if err := b.flushIfFull(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range cp.order {
+		if r.existed && r.after != nil {
+			ch := sluice.RowChange{Kind: sluice.Update, Before: r.before, After: r.after}
+			if err := b.change(ctx, &ch, r.info); err != nil {
+				return err
+			}
+		}
+	}
+	// INSERTs, grouped per table so they merge into multi-row statements.
+	var ins []*netRow
+	for _, r := range cp.order {
+		if !r.existed && r.after != nil {
+			ins = append(ins, r)
+		}
+	}
+	for len(ins) > 0 {
+		info := ins[0].info
+		rest := ins[:0]
+		for _, r := range ins {
+			if r.info == info {
+				ch := sluice.RowChange{Kind: sluice.Insert, After: r.after}
+				if err := b.change(ctx, &ch, info); err != nil {
+					return err
+				}
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		ins = rest
+	}
 	return nil
 }
 

@@ -129,6 +129,24 @@ func (s *TableSpec) AppendDelete(b []byte, before []any) []byte {
 	return s.appendWhere(b, before)
 }
 
+// AppendDeleteIn appends one DELETE of several rows by a single-column key:
+// DELETE FROM t WHERE k IN (...). It needs a one-column key (not Keyless).
+func (s *TableSpec) AppendDeleteIn(b []byte, rows ...[]any) []byte {
+	k := s.Key[0]
+	b = append(b, "DELETE FROM "...)
+	b = append(b, s.Name...)
+	b = append(b, " WHERE "...)
+	b = append(b, s.Cols[k]...)
+	b = append(b, " IN ("...)
+	for n, r := range rows {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = AppendValue(b, r[k])
+	}
+	return append(b, ')')
+}
+
 func (s *TableSpec) appendWhere(b []byte, row []any) []byte {
 	b = append(b, " WHERE "...)
 	for n, i := range s.Key {

@@ -51,6 +51,7 @@ func TestDML(t *testing.T) {
 	cases := []struct{ got, want string }{
 		{string(s.AppendInsert(nil, r1, r2)), "INSERT INTO `d`.`t``x` (`id`,`v`,`f`) VALUES (1,'a',1.5),(2,NULL,2)"},
 		{string(s.AppendDelete(nil, r1)), "DELETE FROM `d`.`t``x` WHERE `id`=1"},
+		{string(s.AppendDeleteIn(nil, r1, r2)), "DELETE FROM `d`.`t``x` WHERE `id` IN (1,2)"},
 	}
 	up, ok := s.AppendUpdate(nil, r1, []any{int32(1), "b", float32(1.5), int32(10)})
 	cases = append(cases, struct{ got, want string }{string(up), "UPDATE `d`.`t``x` SET `v`='b' WHERE `id`=1"})

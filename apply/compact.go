@@ -1,0 +1,180 @@
+package apply
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-db/sluice"
+)
+
+// Compaction: inside one target transaction only the net effect per row is
+// visible, so for tables whose only unique key is the primary key the
+// changes of a whole group can be reduced to one statement per row and
+// reordered: all DELETEs first (batched), then UPDATEs, then INSERTs
+// (multi-row). Rows of such a table are distinct by primary key, so these
+// statements cannot collide; tables are independent because foreign keys
+// are not checked while applying. A delete followed by an insert of the
+// same key (sysbench's write-only pattern) becomes a single UPDATE.
+//
+// Anything unexpected (an insert of a row already present, a change of a
+// row already deleted) abandons compaction for the group, which is then
+// applied statement by statement in source order.
+
+// netRow is the net change of one row within a group.
+type netRow struct {
+	info    *tableInfo
+	existed bool  // the row existed before the group
+	before  []any // its image before the group (existed)
+	after   []any // its image after the group; nil: deleted
+	order   int
+}
+
+type compactor struct {
+	rows  map[string]*netRow
+	order []*netRow
+	other []*sluice.RowChange // changes of tables that cannot be compacted, in order
+	infos []*tableInfo        // per change of other
+	key   []byte
+}
+
+func (c *compactor) reset() {
+	if c.rows == nil {
+		c.rows = map[string]*netRow{}
+	}
+	clear(c.rows)
+	c.order = c.order[:0]
+	c.other = c.other[:0]
+	c.infos = c.infos[:0]
+}
+
+// compactable: a primary key and no other unique key.
+func compactable(info *tableInfo) bool {
+	return !info.spec.Keyless && len(info.keys) == 1 && len(info.spec.Key) == len(info.keys[0])
+}
+
+// rowKey identifies a row: table and primary key values, folded the way
+// the writeset folds them (ASCII case, trailing spaces). Folding can only
+// merge rows a case-sensitive key keeps apart, which shows up as an
+// anomaly and abandons compaction.
+func (c *compactor) rowKey(info *tableInfo, row []any) string {
+	b := strconv.AppendUint(c.key[:0], info.id, 16)
+	for _, ci := range info.spec.Key {
+		b = append(b, 0)
+		switch v := row[ci].(type) {
+		case string:
+			b = append(b, strings.ToLower(strings.TrimRight(v, " "))...)
+		case []byte:
+			b = append(b, strings.ToLower(strings.TrimRight(string(v), " "))...)
+		default:
+			b = appendKeyValue(b, v)
+		}
+	}
+	c.key = b
+	return string(b)
+}
+
+func appendKeyValue(b []byte, v any) []byte {
+	switch x := v.(type) {
+	case int8:
+		return strconv.AppendInt(b, int64(x), 10)
+	case int16:
+		return strconv.AppendInt(b, int64(x), 10)
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10)
+	case int64:
+		return strconv.AppendInt(b, x, 10)
+	case int:
+		return strconv.AppendInt(b, int64(x), 10)
+	case uint8:
+		return strconv.AppendUint(b, uint64(x), 10)
+	case uint16:
+		return strconv.AppendUint(b, uint64(x), 10)
+	case uint32:
+		return strconv.AppendUint(b, uint64(x), 10)
+	case uint64:
+		return strconv.AppendUint(b, x, 10)
+	case nil:
+		return append(b, "\x01NULL"...)
+	}
+	return fmt.Appendf(b, "%T:%v", v, v)
+}
+
+// build computes the net changes of a group; false means apply it as is.
+func (c *compactor) build(u *unit, info func(*sluice.Table) *tableInfo) bool {
+	c.reset()
+	for _, t := range u.txns {
+		for i := range t.changes {
+			ch := &t.changes[i]
+			ti := info(ch.Table)
+			if !compactable(ti) {
+				c.other = append(c.other, ch)
+				c.infos = append(c.infos, ti)
+				continue
+			}
+			switch ch.Kind {
+			case sluice.Insert:
+				if !c.insert(ti, ch.After) {
+					return false
+				}
+			case sluice.Delete:
+				if !c.remove(ti, ch.Before) {
+					return false
+				}
+			case sluice.Update:
+				kb, ka := c.rowKey(ti, ch.Before), c.rowKey(ti, ch.After)
+				if kb != ka {
+					// A primary key change is the old row going and a new one coming.
+					if !c.remove(ti, ch.Before) || !c.insert(ti, ch.After) {
+						return false
+					}
+					continue
+				}
+				r := c.rows[kb]
+				switch {
+				case r == nil:
+					r = &netRow{info: ti, existed: true, before: ch.Before, after: ch.After, order: len(c.order)}
+					c.rows[kb] = r
+					c.order = append(c.order, r)
+				case r.after == nil:
+					return false // update of a deleted row
+				default:
+					r.after = ch.After
+				}
+			}
+		}
+	}
+	return true
+}
+
+func (c *compactor) insert(ti *tableInfo, after []any) bool {
+	k := c.rowKey(ti, after)
+	r := c.rows[k]
+	switch {
+	case r == nil:
+		r = &netRow{info: ti, after: after, order: len(c.order)}
+		c.rows[k] = r
+		c.order = append(c.order, r)
+	case r.after != nil:
+		return false // insert of a row that exists
+	default:
+		r.after = after
+	}
+	return true
+}
+
+func (c *compactor) remove(ti *tableInfo, before []any) bool {
+	k := c.rowKey(ti, before)
+	r := c.rows[k]
+	switch {
+	case r == nil:
+		r = &netRow{info: ti, existed: true, before: before, order: len(c.order)}
+		c.rows[k] = r
+		c.order = append(c.order, r)
+	case r.after == nil:
+		return false // delete of a deleted row
+	default:
+		r.after = nil
+	}
+	return true
+}
