@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Replication benchmark (issue 3): how fast a backlog of sysbench transactions
+# is caught up by sluice (binlog reader -> relay log -> writeset-parallel
+# apply), by a MariaDB native replica with slave_parallel_threads=8
+# (optimistic) and by a single-threaded native replica. Every contender
+# replays the same backlog from the same source, one at a time, fetching
+# from the source while it applies. Then: sluice with LATENCY ms added to
+# every round trip to the target (an in-process toxiproxy), and a sweep of
+# sluice's worker count, like the DM report's table.
+#
+# Prints events/s, txn/s, sluice's CPU and peak RSS, and the ratios; writes
+# the tables to $OUT.
+#
+# Env: BACKLOG (100000 transactions) SWEEP_BACKLOG (20000) TABLES (4)
+#      TABLE_SIZE (100000) SB_THREADS (8) WORKERS (16) BATCH (100)
+#      LATENCY (20) SWEEP ("4 8 16 32 64") BUFFER_POOL (1G)
+#      SLUICE (bin/sluice) OUT (bench/out/replication.md)
+set -euo pipefail
+
+if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
+  export SLUICE_BENCH_LOCKED=1
+  exec flock /tmp/sluice-bench.lock "$0" "$@"
+fi
+
+cd "$(dirname "$0")/.."
+BACKLOG=${BACKLOG:-100000}
+SWEEP_BACKLOG=${SWEEP_BACKLOG:-20000}
+TABLES=${TABLES:-4}
+TABLE_SIZE=${TABLE_SIZE:-100000}
+SB_THREADS=${SB_THREADS:-8}
+WORKERS=${WORKERS:-16}
+BATCH=${BATCH:-100}
+LATENCY=${LATENCY:-20}
+SWEEP=${SWEEP:-4 8 16 32 64}
+BUFFER_POOL=${BUFFER_POOL:-1G}
+SLUICE=${SLUICE:-$PWD/bin/sluice}
+OUT=${OUT:-$PWD/bench/out/replication.md}
+
+for tool in sysbench mariadb go; do
+  command -v "$tool" >/dev/null || { echo "replication: $tool is missing (run 'make deps')" >&2; exit 2; }
+done
+[ -x "$SLUICE" ] || { echo "replication: $SLUICE is missing (run 'make build')" >&2; exit 2; }
+
+WORK=$(mktemp -d /tmp/sluice-repl.XXXXXX)
+export SLUICE_HOME=$WORK/home
+PROXY_PID=""
+SLUICE_PID=""
+cleanup() {
+  [ -n "$SLUICE_PID" ] && kill "$SLUICE_PID" 2>/dev/null && wait "$SLUICE_PID" 2>/dev/null || true
+  [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null || true
+  for n in rb_src rb_dst rb_rep8 rb_rep1; do "$SLUICE" sandbox down --name $n --purge >/dev/null 2>&1 || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+  local p
+  while :; do
+    p=$(( (RANDOM % 20000) + 20000 ))
+    ss -ltn "( sport = :$p )" 2>/dev/null | grep -q ":$p" || { echo "$p"; return; }
+  done
+}
+SRC_PORT=$(free_port); DST_PORT=$(free_port); REP8_PORT=$(free_port); REP1_PORT=$(free_port)
+go build -o "$WORK/latencyproxy" ./bench/latencyproxy
+
+echo "== sandboxes (innodb_buffer_pool_size=$BUFFER_POOL each): source :$SRC_PORT, sluice target :$DST_PORT, native replicas :$REP8_PORT (8 threads), :$REP1_PORT (1 thread)"
+for s in "rb_src $SRC_PORT" "rb_dst $DST_PORT" "rb_rep8 $REP8_PORT" "rb_rep1 $REP1_PORT"; do
+  set -- $s
+  "$SLUICE" sandbox up --name "$1" --port "$2" --buffer-pool "$BUFFER_POOL" >/dev/null
+done
+sql() { local port=$1; shift; mariadb -h127.0.0.1 -P"$port" -uroot -N -s -e "$*"; }
+
+read -r F0 P0 _ < <(sql "$SRC_PORT" "SHOW MASTER STATUS")
+sql "$SRC_PORT" "CREATE DATABASE sbtest"
+echo "== sysbench prepare: $TABLES tables x $TABLE_SIZE rows (replicated to every contender from $F0:$P0)"
+SB=(--tables="$TABLES" --table-size="$TABLE_SIZE" --mysql-host=127.0.0.1 --mysql-port="$SRC_PORT" --mysql-user=root --mysql-db=sbtest --db-driver=mysql --db-ps-mode=disable)
+sysbench oltp_write_only "${SB[@]}" --threads="$TABLES" prepare >/dev/null
+
+for port in $REP8_PORT $REP1_PORT; do
+  threads=8; [ "$port" = "$REP1_PORT" ] && threads=0
+  sql "$port" "SET GLOBAL slave_parallel_threads=$threads; SET GLOBAL slave_parallel_mode='optimistic';
+    CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=$SRC_PORT, MASTER_USER='repl', MASTER_PASSWORD='repl',
+    MASTER_LOG_FILE='$F0', MASTER_LOG_POS=$P0, MASTER_USE_GTID=no"
+done
+
+TASK=$WORK/task.yaml
+write_task() { # workers target-port
+  cat >"$TASK" <<YAML
+name: replbench
+source: {host: 127.0.0.1, port: $SRC_PORT, user: root, password: ""}
+target: {host: 127.0.0.1, port: $2, user: root, password: ""}
+tables: {include: ["sbtest.*"]}
+dir: $WORK/task
+incremental:
+  binlog-file: $F0
+  binlog-pos: $P0
+  worker-count: $1
+  batch: $BATCH
+  relay-sync: interval
+  metrics-addr: "127.0.0.1:0"
+YAML
+}
+src_gtid() { sql "$SRC_PORT" "SELECT @@gtid_binlog_pos"; }
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+# native CATCHUP: START SLAVE, wait until the replica has applied the
+# source's GTID position, STOP SLAVE; prints seconds.
+native() {
+  local port=$1 want t0
+  want=$(src_gtid)
+  t0=$(now)
+  sql "$port" "START SLAVE"
+  until [ "$(sql "$port" "SELECT @@gtid_slave_pos")" = "$want" ]; do
+    if mariadb -h127.0.0.1 -P"$port" -uroot -e "SHOW SLAVE STATUS\G" | grep -q "Last_SQL_Errno: [1-9]"; then
+      echo "replication: native replica :$port stopped with an error" >&2; exit 2
+    fi
+    sleep 0.1
+  done
+  secs "$t0" "$(now)"
+  sql "$port" "STOP SLAVE"
+}
+
+# sluice WORKERS TARGET_PORT: run the task until it has applied the source's
+# GTID position; prints "seconds events cpu_seconds peak_rss_mb".
+sluice_run() {
+  local want t0 t1 ticks events cpu rss
+  write_task "$1" "$2"
+  want=$(src_gtid)
+  t0=$(now)
+  "$SLUICE" migrate --config "$TASK" --mode incremental >>"$WORK/sluice.log" 2>&1 &
+  SLUICE_PID=$!
+  until [ "$(sql "$DST_PORT" "SELECT gtid_set FROM sluice_meta.apply_checkpoint WHERE task='replbench' ORDER BY seq DESC LIMIT 1" 2>/dev/null)" = "$want" ]; do
+    kill -0 "$SLUICE_PID" 2>/dev/null || { echo "replication: sluice exited; see the log:" >&2; tail -5 "$WORK/sluice.log" >&2; exit 2; }
+    sleep 0.1
+  done
+  t1=$(now)
+  ticks=$(awk '{print $14 + $15}' "/proc/$SLUICE_PID/stat")
+  rss=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SLUICE_PID/status")
+  sleep 1.2 # one more status refresh for the event count
+  events=$("$SLUICE" status --config "$TASK" --json | awk -F': ' '/"events":/ {gsub(",", "", $2); print $2}')
+  kill -TERM "$SLUICE_PID"; wait "$SLUICE_PID" || true; SLUICE_PID=""
+  cpu=$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }')
+  echo "$(secs "$t0" "$t1") $events $cpu $rss"
+}
+
+backlog() { # test transactions
+  echo "== backlog: sysbench $1, $2 transactions, $SB_THREADS threads (replicas and sluice stopped)" >&2
+  sysbench "$1" "${SB[@]}" --threads="$SB_THREADS" --events="$2" --time=0 --rate=0 run >/dev/null
+}
+
+echo "== initial catch-up (the prepared tables)"
+native "$REP8_PORT" >/dev/null; native "$REP1_PORT" >/dev/null
+sluice_run "$WORKERS" "$DST_PORT" >/dev/null
+
+mkdir -p "$(dirname "$OUT")"
+{
+echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores; MariaDB $(sql "$SRC_PORT" "SELECT VERSION()"); $TABLES tables x $TABLE_SIZE rows; backlog written by $SB_THREADS sysbench threads; sluice $WORKERS workers, batch $BATCH, relay-sync interval."
+echo
+echo "| workload | contender | txns | events | time (s) | txn/s | events/s | sluice CPU (s) | sluice peak RSS (MB) | sluice / native 8 threads |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+} >"$OUT"
+
+declare -A SLUICE0
+for test in oltp_write_only oltp_insert; do
+  backlog "$test" "$BACKLOG"
+  t8=$(native "$REP8_PORT"); t1=$(native "$REP1_PORT")
+  read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$DST_PORT")
+  SLUICE0[$test]=$(rate "$BACKLOG" "$ts")
+  {
+  echo "| $test | native, 8 threads optimistic | $BACKLOG | $ev | $t8 | $(rate "$BACKLOG" "$t8") | $(rate "$ev" "$t8") | | | |"
+  echo "| $test | native, 1 thread | $BACKLOG | $ev | $t1 | $(rate "$BACKLOG" "$t1") | $(rate "$ev" "$t1") | | | |"
+  echo "| $test | sluice, $WORKERS workers | $BACKLOG | $ev | $ts | $(rate "$BACKLOG" "$ts") | $(rate "$ev" "$ts") | $cpu | $rss | $(ratio "$t8" "$ts") |"
+  } | tee -a "$OUT"
+done
+
+echo "== sluice with ${LATENCY} ms added to each round trip to the target"
+PROXY_PORT_FILE=$WORK/proxy.addr
+"$WORK/latencyproxy" -upstream "127.0.0.1:$DST_PORT" -latency "$LATENCY" >"$PROXY_PORT_FILE" &
+PROXY_PID=$!
+until [ -s "$PROXY_PORT_FILE" ]; do sleep 0.1; done
+PROXY_PORT=$(sed 's/.*://' "$PROXY_PORT_FILE")
+backlog oltp_write_only "$BACKLOG"
+read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$PROXY_PORT")
+lat=$(rate "$BACKLOG" "$ts")
+{
+echo
+echo "| workload | contender | txns | time (s) | txn/s | CPU (s) | peak RSS (MB) | of sluice's 0 ms rate |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| oltp_write_only | sluice, $WORKERS workers, +${LATENCY} ms to the target | $BACKLOG | $ts | $lat | $cpu | $rss | $(awk -v a="$lat" -v b="${SLUICE0[oltp_write_only]}" 'BEGIN { printf "%.0f %%", 100 * a / b }') |"
+} | tee -a "$OUT"
+kill "$PROXY_PID"; PROXY_PID=""
+
+echo "== worker-count sweep (oltp_write_only, $SWEEP_BACKLOG transactions each)"
+{
+echo
+echo "| workers | txns | time (s) | txn/s | events/s | CPU (s) | peak RSS (MB) |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+} | tee -a "$OUT"
+for w in $SWEEP; do
+  backlog oltp_write_only "$SWEEP_BACKLOG"
+  read -r ts ev cpu rss < <(sluice_run "$w" "$DST_PORT")
+  echo "| $w | $SWEEP_BACKLOG | $ts | $(rate "$SWEEP_BACKLOG" "$ts") | $(rate "$ev" "$ts") | $cpu | $rss |" | tee -a "$OUT"
+done
+echo
+echo "results written to $OUT"
