@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,6 +177,19 @@ func TestReplicateStopAndResume(t *testing.T) {
 	if st.Txns < 120 || st.Source.File == "" || st.Relay.File == "" || st.Stage != replicate.StageRunning {
 		t.Fatalf("status after the first run: %+v", st)
 	}
+	// The same figures on the Prometheus endpoint.
+	resp, err := http.Get("http://" + st.MetricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`sluice_replication_lag_seconds{task="rs"}`, `sluice_replication_binlog_offset{position="applied",task="rs"}`,
+		`sluice_replication_stage{stage="running",task="rs"} 1`, `sluice_replication_transactions{task="rs"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("metrics lack %s:\n%s", want, body)
+		}
+	}
 	r.stop(t)
 	saved, err := replicate.ReadStatus(cfg.Dir)
 	if err != nil || saved.Stage != replicate.StageStopped || saved.Applied != st.Applied && !after(saved.Applied, st.Applied) {
@@ -188,6 +204,27 @@ func TestReplicateStopAndResume(t *testing.T) {
 	defer r.stop(t)
 	r.waitApplied(t, masterStatus(t, src))
 	sameData(t, srcInst, dstInst, "rs")
+
+	// Schema changes while it runs, with rows in flight around them.
+	sandboxtest.MustExec(t, src,
+		"CREATE TABLE rs.t2 (id int primary key, s varchar(20))",
+		"INSERT INTO rs.t2 VALUES (1, 'a'), (2, 'b')",
+		"RENAME TABLE rs.t2 TO rs.t3",
+		"INSERT INTO rs.t3 VALUES (3, 'c')",
+		"CREATE TABLE rs.gone (id int primary key)",
+		"INSERT INTO rs.gone VALUES (1)",
+		"DROP TABLE rs.gone",
+		"ALTER TABLE rs.t DROP COLUMN extra",
+		"ALTER TABLE rs.t MODIFY COLUMN v varchar(120)",
+		"UPDATE rs.t SET v = REPEAT('x', 100) WHERE id % 4 = 0")
+	workload(t, src, "rs", 300, 10)
+	r.waitApplied(t, masterStatus(t, src))
+	sameData(t, srcInst, dstInst, "rs")
+	var tables string
+	dst := sandboxtest.MustOpen(t, dstInst, "")
+	if err := dst.QueryRow("SELECT GROUP_CONCAT(table_name ORDER BY table_name) FROM information_schema.tables WHERE table_schema='rs'").Scan(&tables); err != nil || tables != "nokey,t,t3" {
+		t.Fatalf("target tables after CREATE/RENAME/DROP: %q %v", tables, err)
+	}
 
 	// Idle: heartbeats keep the source position current and the lag at 0.
 	time.Sleep(600 * time.Millisecond)
