@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,4 +130,40 @@ func TestFaultsThroughToxiproxy(t *testing.T) {
 		t.Fatalf("faults did not hit the task: %+v", st)
 	}
 	sameData(t, srcInst, dst, "tx")
+}
+
+// TestSourceRestart stops and restarts the source in the middle of a run:
+// the reader reconnects, the relay follows the source into its new binlog
+// file, and nothing is lost.
+func TestSourceRestart(t *testing.T) {
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	start := masterStatus(t, src)
+	sandboxtest.MustExec(t, src, "CREATE DATABASE sr", "CREATE TABLE sr.t (id int primary key, k int, v varchar(50))",
+		"CREATE TABLE sr.nokey (a int, b varchar(50))")
+	cfg := taskConfig(t, "sr", srcInst, dstInst, start)
+	cfg.Decode.Selected = func(r sluice.TableRef) bool { return r.Schema == "sr" }
+	cfg.Decode.SchemaSelected = func(s string) bool { return s == "sr" }
+	r := run(t, cfg)
+	defer r.stop(t)
+	workload(t, src, "sr", 1, 30)
+	before := masterStatus(t, src)
+	if err := srcInst.Stop(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c := sandbox.DefaultConfig()
+	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(srcInst.Home), srcInst.Name, srcInst.Port, "128M"
+	if _, err := sandbox.Up(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	src2 := sandboxtest.MustOpen(t, srcInst, "")
+	workload(t, src2, "sr", 100, 30)
+	end := masterStatus(t, src2)
+	if end.File == before.File {
+		t.Fatalf("the restart did not start a new binlog file (%s)", end.File)
+	}
+	st := r.waitApplied(t, end)
+	if st.Reconnects < 1 {
+		t.Fatalf("no reconnect recorded: %+v", st)
+	}
+	sameData(t, srcInst, dstInst, "sr")
 }
