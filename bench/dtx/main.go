@@ -4,7 +4,9 @@
 // sluice's coordinator and through dtm v1.19.0, with 0, 2 and 10 business
 // SQL per branch, with and without the barrier. Every figure comes from the
 // same run on the same server; Global-TPS and latency are measured by this
-// client, DB-TPS and OPS from the server's Com_* counters over the window.
+// client, DB-TPS (committed write transactions, Binlog_commits) and OPS
+// (INSERT/UPDATE/DELETE/SELECT statements, Com_*) from the server's counters
+// over the window.
 //
 // Usage: go run ./bench/dtx -sluice bin/sluice -dtm ~/.cache/sluice-bench/dtm-v1.19.0/dtm
 package main
@@ -115,6 +117,7 @@ var rows = []row{
 // measurement of one row in one round.
 type measurement struct {
 	globalTPS, dbTPS, ops float64
+	groups                float64 // binlog group commits (fsyncs) per second
 	lat                   report.LatencySummary
 	errors                int64
 }
@@ -194,8 +197,8 @@ func run(ctx context.Context, o options) error {
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.name, err)
 				}
-				fmt.Fprintf(os.Stderr, "c=%d round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d\n",
-					threads, round, r.name, m.globalTPS, m.dbTPS, m.ops, m.lat.P50Ms, m.lat.P99Ms, m.errors)
+				fmt.Fprintf(os.Stderr, "c=%d round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  fsync groups/s %6.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d\n",
+					threads, round, r.name, m.globalTPS, m.dbTPS, m.ops, m.groups, m.lat.P50Ms, m.lat.P99Ms, m.errors)
 				results[threads][r.name] = append(results[threads][r.name], m)
 			}
 		}
@@ -314,7 +317,12 @@ LogLevel: 'error'
 	return b.spawn(ctx, "dtm", fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", ports[0]), cmd)
 }
 
-var statusNames = []string{"Com_commit", "Com_insert", "Com_update", "Com_delete", "Com_select", "Com_insert_select", "Com_replace"}
+// Binlog_commits counts every committed write transaction, autocommit
+// statements included (the sandbox logs binlogs); Binlog_group_commits
+// counts the fsync groups they shared. The Com_ counters are the statements.
+var statusNames = []string{"Binlog_commits", "Com_insert", "Com_update", "Com_delete", "Com_select", "Com_insert_select", "Com_replace", "Binlog_group_commits"}
+
+var opNames = statusNames[1:7]
 
 func (b *bench) status(ctx context.Context) (map[string]float64, error) {
 	rows, err := b.db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('"+strings.Join(statusNames, "','")+"')")
@@ -363,10 +371,11 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 		return measurement{}, err
 	}
 	m := measurement{globalTPS: float64(ok) / el, lat: lat.Summary(), errors: errs}
-	m.dbTPS = (s1["Com_commit"] - s0["Com_commit"]) / el
-	for _, k := range statusNames[1:] {
+	m.dbTPS = (s1["Binlog_commits"] - s0["Binlog_commits"]) / el
+	for _, k := range opNames {
 		m.ops += (s1[k] - s0[k]) / el
 	}
+	m.groups = (s1["Binlog_group_commits"] - s0["Binlog_group_commits"]) / el
 	// Let the coordinators finish what the window left in flight.
 	time.Sleep(500 * time.Millisecond)
 	if strings.HasPrefix(r.coordinator, "sluice") {
@@ -528,10 +537,11 @@ func (b *bench) sysbench(ctx context.Context) (measurement, error) {
 		return measurement{}, err
 	}
 	m := measurement{}
-	m.dbTPS = (s1["Com_commit"] - s0["Com_commit"]) / el
-	for _, k := range statusNames[1:] {
+	m.dbTPS = (s1["Binlog_commits"] - s0["Binlog_commits"]) / el
+	for _, k := range opNames {
 		m.ops += (s1[k] - s0[k]) / el
 	}
+	m.groups = (s1["Binlog_group_commits"] - s0["Binlog_group_commits"]) / el
 	if sm := sbLine.FindSubmatch(out); sm == nil {
 		return m, fmt.Errorf("sysbench output without a transactions line:\n%s", out)
 	}
@@ -580,7 +590,7 @@ func (b *bench) write(selected []row, results map[int]map[string][]measurement, 
 
 // table writes the seed's table for one client count, with the goal ratios.
 func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads int, results map[string][]measurement) error {
-	t := &report.Table{Title: fmt.Sprintf("c=%d", threads), Columns: []string{"<", "Global-TPS", "DB-TPS", "OPS", "p50 (ms)", "p99 (ms)", "errors"}}
+	t := &report.Table{Title: fmt.Sprintf("c=%d", threads), Columns: []string{"<", "Global-TPS", "DB-TPS", "OPS", "binlog groups/s", "p50 (ms)", "p99 (ms)", "errors"}}
 	get := map[string]float64{}
 	for _, r := range selected {
 		ms := results[r.name]
@@ -590,6 +600,7 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 		g := median(ms, func(m measurement) float64 { return m.globalTPS })
 		d := median(ms, func(m measurement) float64 { return m.dbTPS })
 		o := median(ms, func(m measurement) float64 { return m.ops })
+		gr := median(ms, func(m measurement) float64 { return m.groups })
 		p50 := median(ms, func(m measurement) float64 { return m.lat.P50Ms })
 		p99 := median(ms, func(m measurement) float64 { return m.lat.P99Ms })
 		var errs int64
@@ -601,9 +612,9 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 		if r.coordinator == "sysbench" {
 			gs, p50s, p99s = "-", "-", "-"
 		}
-		t.AddRow(r.name, gs, report.Num(d), report.Num(o), p50s, p99s, strconv.FormatInt(errs, 10))
+		t.AddRow(r.name, gs, report.Num(d), report.Num(o), report.Num(gr), p50s, p99s, strconv.FormatInt(errs, 10))
 		res := report.Result{Workload: r.name, Threads: threads, DurationS: b.o.duration.Seconds(), TPS: g, QPS: o, Errors: errs,
-			Metrics: map[string]float64{"global_tps": g, "db_tps": d, "ops": o}}
+			Metrics: map[string]float64{"global_tps": g, "db_tps": d, "ops": o, "binlog_group_commits_per_s": gr}}
 		res.LatencySummary = ms[len(ms)/2].lat
 		res.P50Ms, res.P99Ms = p50, p99
 		run.Add(res)
