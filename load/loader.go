@@ -53,7 +53,9 @@ type target struct {
 	// pending is the number of chunks this run loads.
 	pending int
 	// whole says the table loads as one stream in one transaction.
-	whole  bool
+	whole bool
+	// started says an earlier run committed chunks of this table.
+	started bool
 	tjOnce sync.Once
 	tj     *tableJob
 	tjErr  error
@@ -193,7 +195,7 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 		}
 		whole := l.cfg.CommitUnit == CommitTable ||
 			l.cfg.CommitUnit == CommitAuto && !started && len(s.Plan) <= l.cfg.BulkMaxChunks
-		l.tables[s.Table.Ref] = &target{ref: tgt, key: key, spec: loadSpec(s.Table, tgt), pending: pending, whole: whole}
+		l.tables[s.Table.Ref] = &target{ref: tgt, key: key, spec: loadSpec(s.Table, tgt), pending: pending, whole: whole, started: started}
 	}
 	l.stats.TotalChunks.Store(total)
 	l.stats.Skipped.Store(skipped)

@@ -110,16 +110,20 @@ func (l *Loader) runTable(ctx context.Context, tj *job) (err error) {
 	}
 	defer conn.Close()
 	// With both checks off, the first insert into an empty table in a
-	// transaction takes InnoDB's bulk path. The pooled session gets its
-	// unique checks back afterwards.
-	if _, err = conn.ExecContext(ctx, "SET SESSION unique_checks = 0"); err != nil {
-		return l.classify(err)
-	}
-	defer func() {
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION unique_checks = 1"); rerr != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	// transaction takes InnoDB's bulk path. Only into an empty table: into
+	// one holding rows of an earlier run, rows of two snapshots may collide
+	// on a unique key, and that must fail rather than slip through. The
+	// pooled session gets its unique checks back afterwards.
+	if !t.tgt.started {
+		if _, err = conn.ExecContext(ctx, "SET SESSION unique_checks = 0"); err != nil {
+			return l.classify(err)
 		}
-	}()
+		defer func() {
+			if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION unique_checks = 1"); rerr != nil {
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return dbconn.Classify(err, "target", l.cfg.Target)
