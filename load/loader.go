@@ -56,9 +56,9 @@ type target struct {
 	whole bool
 	// started says an earlier run committed chunks of this table.
 	started bool
-	tjOnce sync.Once
-	tj     *tableJob
-	tjErr  error
+	tjOnce  sync.Once
+	tj      *tableJob
+	tjErr   error
 }
 
 // TableSpec is one source table and its chunk plan.
