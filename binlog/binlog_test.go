@@ -158,7 +158,9 @@ func TestReaderStreamsAndResolvesGTID(t *testing.T) {
 		t.Fatalf("ResolveGTID(%s) = %s, want %s:%d", mid.GTIDSet, pos, mid.File, mid.Pos)
 	}
 	// At the very end, the resolved position is the end of the binlog.
-	if pos, err := binlog.ResolveGTID(context.Background(), config(src), end.GTIDSet); err != nil || pos.File != end.File || pos.Pos != end.Pos {
+	// (MariaDB may have written a Binlog_checkpoint event after the last
+	// transaction: the resolved position may be just before it.)
+	if pos, err := binlog.ResolveGTID(context.Background(), config(src), end.GTIDSet); err != nil || pos.File != end.File || pos.Pos > end.Pos || pos.Pos+64 < end.Pos {
 		t.Fatalf("ResolveGTID(end) = %v, %v; want %s:%d", pos, err, end.File, end.Pos)
 	}
 
