@@ -2,10 +2,14 @@ package relay_test
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
@@ -80,4 +84,86 @@ func BenchmarkReader(b *testing.B) {
 func atEnd(r *relay.Reader, end sluice.Position) bool {
 	p := r.Position()
 	return p.File == end.File && p.Pos == end.Pos
+}
+
+// BenchmarkWriter measures storing events (what the binlog reader delivers)
+// into a fresh relay with fsync policy none and commit.
+func BenchmarkWriter(b *testing.B) {
+	l := benchRelay(b, 20000)
+	r, err := l.NewReader(sluice.Position{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	name := l.Files()[0]
+	rot := make([]byte, 19+8+len(name))
+	rot[4] = byte(replication.ROTATE_EVENT)
+	binary.LittleEndian.PutUint32(rot[9:], uint32(len(rot)))
+	binary.LittleEndian.PutUint16(rot[17:], replication.LOG_EVENT_ARTIFICIAL_F)
+	binary.LittleEndian.PutUint64(rot[19:], 4)
+	copy(rot[27:], name)
+	evs := []*replication.BinlogEvent{{RawData: rot, Header: &replication.EventHeader{EventType: replication.ROTATE_EVENT, Flags: replication.LOG_EVENT_ARTIFICIAL_F},
+		Event: &replication.RotateEvent{Position: 4, NextLogName: []byte(name)}}}
+	end := l.End()
+	for !atEnd(r, end) {
+		ev, err := r.NextRaw(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ev.Type == replication.ROTATE_EVENT {
+			break // one file is enough
+		}
+		evs = append(evs, &replication.BinlogEvent{RawData: ev.Data, Header: &replication.EventHeader{EventType: ev.Type}})
+	}
+	r.Close()
+	for _, sync := range []relay.SyncPolicy{relay.SyncNone, relay.SyncCommit} {
+		b.Run(string(sync), func(b *testing.B) {
+			written, bytes := 0, int64(0)
+			start := time.Now()
+			for written < b.N {
+				dst := openLog(b, b.TempDir(), sync)
+				w, err := dst.NewWriter()
+				if err != nil {
+					b.Fatal(err)
+				}
+				src := &sliceSource{evs: evs}
+				if err := w.Run(context.Background(), src); err != errDrained {
+					b.Fatal(err)
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+				written += len(evs)
+				for _, e := range evs {
+					bytes += int64(len(e.RawData))
+				}
+			}
+			b.ReportMetric(float64(written)/time.Since(start).Seconds(), "events/s")
+			b.ReportMetric(float64(bytes)/1e6/time.Since(start).Seconds(), "MB/s")
+		})
+	}
+}
+
+var errDrained = errors.New("drained")
+
+// sliceSource hands out events like binlog.Reader: several ready at once,
+// then none (the writer flushes), in bursts of 64.
+type sliceSource struct {
+	evs []*replication.BinlogEvent
+	i   int
+}
+
+func (s *sliceSource) TryEvent() (*replication.BinlogEvent, bool) {
+	if s.i >= len(s.evs) || s.i%64 == 0 {
+		return nil, false
+	}
+	s.i++
+	return s.evs[s.i-1], true
+}
+
+func (s *sliceSource) GetEvent(context.Context) (*replication.BinlogEvent, error) {
+	if s.i >= len(s.evs) {
+		return nil, errDrained
+	}
+	s.i++
+	return s.evs[s.i-1], nil
 }
