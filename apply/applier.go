@@ -74,7 +74,8 @@ type Applier struct {
 	lastSeq    uint64
 	nextCommit uint64
 	baseSeq    uint64
-	pending    string // position of a DDL that may have run before a crash
+	pending    string          // position of a DDL that may have run before a crash
+	startPos   sluice.Position // the checkpoint at Start: anything at or before it is applied already
 	err        error
 	stats      Stats
 
@@ -114,17 +115,22 @@ func (a *Applier) Start(ctx context.Context) error {
 	if err := a.ensureMeta(ctx); err != nil {
 		return err
 	}
-	r, err := a.readCheckpoint(ctx)
-	if err != nil {
+	var err error
+	if a.serial, err = a.openConn(ctx); err != nil {
 		return err
 	}
-	a.baseSeq, a.pending, a.stats.Applied = r.seq, r.pending, r.pos
-	a.nextCommit = 1
-	if a.serial, err = a.openConn(ctx); err != nil {
+	if err := a.fence(ctx, a.serial, serialWorker); err != nil {
+		a.closeConns()
 		return err
 	}
 	for i := 0; i < a.cfg.Workers; i++ {
 		c, err := a.openConn(ctx)
+		if err == nil {
+			err = a.fence(ctx, c, i)
+			if err != nil {
+				c.Close()
+			}
+		}
 		if err != nil {
 			a.closeConns()
 			return err
@@ -132,6 +138,19 @@ func (a *Applier) Start(ctx context.Context) error {
 		w := &worker{a: a, id: i, conn: c, ch: make(chan *unit, 2)}
 		a.workers = append(a.workers, w)
 	}
+	if err := a.fenceOld(ctx); err != nil {
+		a.closeConns()
+		return err
+	}
+	// Only now, with every earlier session gone, is the checkpoint final.
+	r, err := a.readCheckpoint(ctx)
+	if err != nil {
+		a.closeConns()
+		return err
+	}
+	a.baseSeq, a.pending, a.stats.Applied = r.seq, r.pending, r.pos
+	a.startPos = r.pos
+	a.nextCommit = 1
 	for _, w := range a.workers {
 		a.wg.Add(1)
 		go func(w *worker) {
@@ -361,9 +380,15 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 		}
 		t := s.cur
 		s.cur = nil
+		if before(t.end, s.a.startPos) {
+			return nil // read from before the checkpoint: committed already
+		}
 		return s.add(ctx, t)
 	case sluice.ItemDDL:
 		s.cur = nil
+		if before(it.End, s.a.startPos) {
+			return nil
+		}
 		if err := s.flush(ctx); err != nil {
 			return err
 		}

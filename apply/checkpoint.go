@@ -114,7 +114,10 @@ func (a *Applier) readCheckpoint(ctx context.Context) (checkpointRow, error) {
 
 // Checkpoint returns the position to resume reading the source from: just
 // after the last source transaction committed on the target. ok is false
-// when the task has no checkpoint yet (see Seed).
+// when the task has no checkpoint yet (see Seed). Call it after Start: Start
+// waits until the sessions of a killed predecessor have ended, so the value
+// is final. (Transactions submitted from before the checkpoint Start saw
+// are skipped, so a caller that read it earlier is safe too.)
 func (a *Applier) Checkpoint(ctx context.Context) (pos sluice.Position, ok bool, err error) {
 	if err := a.ensureMeta(ctx); err != nil {
 		return pos, false, err

@@ -146,6 +146,12 @@ func replicate(ctx context.Context, src *sandbox.Instance, o runOpts) (apply.Sta
 	if err != nil {
 		return apply.Stats{}, err
 	}
+	// Start first: it waits for a killed predecessor's sessions to end, so
+	// the checkpoint read next is final.
+	if err := a.Start(ctx); err != nil {
+		return apply.Stats{}, err
+	}
+	defer a.Close()
 	start, ok, err := a.Checkpoint(ctx)
 	if err != nil {
 		return apply.Stats{}, err
@@ -175,10 +181,6 @@ func replicate(ctx context.Context, src *sandbox.Instance, o runOpts) (apply.Sta
 	if err != nil {
 		return apply.Stats{}, err
 	}
-	if err := a.Start(ctx); err != nil {
-		return apply.Stats{}, err
-	}
-	defer a.Close()
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: uint32(100000 + rand.Intn(1000000)), Flavor: "mariadb", Host: src.Host(), Port: uint16(src.Port), User: "root",
 		TimestampStringLocation: time.UTC, EventCacheCount: 256, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
