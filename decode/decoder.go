@@ -204,6 +204,17 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 			d.begin(ts)
 		}
 		return d.out, d.rows(ev.Header.EventType, e, pos, ts)
+	case *replication.TransactionPayloadEvent:
+		// MySQL's binlog_transaction_compression: the whole transaction
+		// is inside; its events all end at this event's position.
+		for _, inner := range e.Events {
+			out := append([]sluice.StreamItem(nil), d.out...) // Feed reuses d.out
+			items, err := d.Feed(inner, pos)
+			if err != nil {
+				return nil, err
+			}
+			d.out = append(out, items...)
+		}
 	}
 	return d.out, nil
 }
