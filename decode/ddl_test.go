@@ -96,3 +96,33 @@ func TestGTIDPosition(t *testing.T) {
 		t.Fatalf("GTID position after commit %q, want 0-1-101,2-5-7", got)
 	}
 }
+
+func TestMySQLGTIDPosition(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Flavor = "mysql"
+	cfg.GTIDPos = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-4"
+	d, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := []byte{0x3e, 0x11, 0xfa, 0x47, 0x71, 0xca, 0x11, 0xe1, 0x9e, 0x33, 0xc8, 0x0a, 0xa9, 0x42, 0x95, 0x62}
+	hdr := &replication.EventHeader{}
+	var got []sluice.StreamItem
+	for _, ev := range []replication.Event{
+		&replication.GTIDEvent{SID: sid, GNO: 5},
+		&replication.QueryEvent{Query: []byte("BEGIN")},
+		&replication.XIDEvent{},
+	} {
+		items, err := d.Feed(&replication.BinlogEvent{Header: hdr, Event: ev}, sluice.Position{File: "binlog.000002", Pos: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, items...)
+	}
+	if len(got) != 2 || got[0].Kind != sluice.ItemBegin || got[1].Kind != sluice.ItemCommit {
+		t.Fatalf("items %+v", got)
+	}
+	if want := "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"; got[1].End.GTIDSet != want || got[0].GTID != "3e11fa47-71ca-11e1-9e33-c80aa9429562:5" {
+		t.Fatalf("GTID %q, set %q; want set %s", got[0].GTID, got[1].End.GTIDSet, want)
+	}
+}
