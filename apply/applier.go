@@ -186,12 +186,22 @@ func (a *Applier) openConn(ctx context.Context) (*sql.Conn, error) {
 	return c, nil
 }
 
+// closeConns hands the connections back to the pool. They may live on in
+// it, so their fence locks are released first: a later applier on the same
+// pool must not find its own worker locks held by an idle session.
 func (a *Applier) closeConns() {
+	release := func(c *sql.Conn, worker int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = c.ExecContext(ctx, "ROLLBACK")
+		_, _ = c.ExecContext(ctx, "DO RELEASE_LOCK(?)", a.lockName(worker))
+		c.Close()
+	}
 	if a.serial != nil {
-		a.serial.Close()
+		release(a.serial, serialWorker)
 	}
 	for _, w := range a.workers {
-		w.conn.Close()
+		release(w.conn, w.id)
 	}
 }
 
