@@ -97,7 +97,7 @@ func (o *oltpFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&o.conn.Password, "password", "", "password (env SLUICE_BENCH_PASSWORD when unset)")
 	f.StringVar(&o.conn.DB, "db", o.conn.DB, "database holding the sbtest tables")
 	f.StringVar(&o.conn.Socket, "socket", "", "unix socket (instead of --host/--port)")
-	f.StringVar(&o.dsn, "dsn", "", "user:password@tcp(host:port)/db, as `sluice sandbox up` prints; overrides the flags above")
+	f.StringVar(&o.dsn, "dsn", "", "user:password@tcp(host:port)/db as printed by sluice sandbox up; overrides the flags above")
 	f.IntVar(&o.mix.Tables, "tables", o.mix.Tables, "number of tables sbtest1..N")
 	f.IntVar(&o.mix.TableSize, "table-size", o.mix.TableSize, "rows per table")
 	f.IntSliceVar(&o.threads, "threads", []int{1}, "comma-separated thread counts to sweep, e.g. 8,16,32,64 (prepare: tables filled in parallel)")
