@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -44,6 +47,7 @@ type fencedConnector struct {
 	inner driver.Connector
 	task  string
 	slots int
+	next  atomic.Int64 // the slot a new connection tries first
 }
 
 func (c *fencedConnector) Driver() driver.Driver { return c.inner.Driver() }
@@ -58,7 +62,11 @@ func (c *fencedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		conn.Close()
 		return nil, errors.New("replicate: target driver cannot query")
 	}
-	for i := 0; i < c.slots; i++ {
+	// Slots are tried round-robin from a counter, so a new connection
+	// usually gets one in a single round trip (latency to the target adds
+	// up quickly otherwise).
+	for tries := 0; tries < c.slots; tries++ {
+		i := int(c.next.Add(1)-1) % c.slots
 		v, err := queryInt(ctx, q, fmt.Sprintf("SELECT GET_LOCK('%s', 0)", slotName(c.task, i)))
 		if err != nil {
 			conn.Close()
@@ -112,7 +120,29 @@ func openFenced(ctx context.Context, ep sluice.Endpoint, task string, workers in
 		db.Close()
 		return nil, dbconn.Classify(err, "target", ep)
 	}
+	prewarm(ctx, db, workers+2)
 	return db, nil
+}
+
+// prewarm opens n connections at once and leaves them idle in the pool:
+// the applier opens its connections one after the other, and over a
+// high-latency link each costs several round trips.
+func prewarm(ctx context.Context, db *sql.DB, n int) {
+	conns := make([]*sql.Conn, n)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			conns[i], _ = db.Conn(ctx) // an error shows up again when the applier connects
+		}(i)
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			c.Close()
+		}
+	}
 }
 
 // fence waits until no session of an earlier incarnation of the task holds
@@ -128,16 +158,25 @@ func fence(ctx context.Context, plain *sql.DB, task string, workers int, wait ti
 	if secs < 1 {
 		secs = 1
 	}
-	for i := 0; i < fenceSlots(workers); i++ {
-		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, fmt.Sprintf("SELECT GET_LOCK('%s', %d)", slotName(task, i), secs)).Scan(&got); err != nil {
-			return fmt.Errorf("replicate: fence: %w", err)
+	// One round trip for every slot: GET_LOCK calls run in order, each
+	// waiting up to secs for an earlier session to end.
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	n := fenceSlots(workers)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(" + ")
 		}
-		if got.Int64 != 1 {
-			return &sluice.Error{Op: "start applying task " + task,
-				Err:  fmt.Errorf("a target session of an earlier run of this task is still busy after %s", wait),
-				Hint: "another sluice process may run this task against the same target; stop it, or check SHOW PROCESSLIST on the target"}
-		}
+		fmt.Fprintf(&b, "COALESCE(GET_LOCK('%s', %d), 0)", slotName(task, i), secs)
+	}
+	var got int
+	if err := conn.QueryRowContext(ctx, b.String()).Scan(&got); err != nil {
+		return fmt.Errorf("replicate: fence: %w", err)
+	}
+	if got != n {
+		return &sluice.Error{Op: "start applying task " + task,
+			Err:  fmt.Errorf("a target session of an earlier run of this task is still busy after %s", wait),
+			Hint: "another sluice process may run this task against the same target; stop it, or check SHOW PROCESSLIST on the target"}
 	}
 	return nil
 }
