@@ -172,6 +172,9 @@ func recordParams(run *report.Run, cfg Config) {
 	}
 }
 
+// maxProcs caps the GOMAXPROCS that blocking client I/O asks for.
+const maxProcs = 1026
+
 // tally is one worker's figures since the collector last took them.
 type tally struct {
 	mu                                        sync.Mutex
@@ -218,8 +221,11 @@ func measure(ctx context.Context, connector driver.Connector, cfg Config, w *Wor
 		// A worker blocked in read() keeps its P; with a P per worker and
 		// two to spare, no runnable goroutine waits for sysmon to retake
 		// one. Restored when the measurement ends.
-		if prev := runtime.GOMAXPROCS(0); prev < threads+2 {
-			runtime.GOMAXPROCS(threads + 2)
+		// Capped, since each P costs memory; past the cap a blocked
+		// worker's P is handed off by sysmon, which is slower but correct.
+		want := min(threads+2, maxProcs)
+		if prev := runtime.GOMAXPROCS(0); prev < want {
+			runtime.GOMAXPROCS(want)
 			defer runtime.GOMAXPROCS(prev)
 		}
 	}

@@ -19,7 +19,7 @@
 //	lat.Record(d)
 //	s := lat.Summary()                                   // P50/P95/P99/Max in ms
 //	run.Add(report.Result{Workload: "point_select", Threads: 8, QPS: q, TPS: t,
-//	        Latency: s, Series: intervals, Metrics: map[string]float64{"rows_per_s": r}})
+//	        LatencySummary: s, Series: intervals, Metrics: map[string]float64{"rows_per_s": r}})
 //	run.Save("a.json"); report.RunMarkdown(w, run)
 //	a, _ := report.Load("a.json"); b, _ := report.Load("b.json")
 //	cmp := report.Compare(a, b, report.DefaultMetrics) // QPS and p95
