@@ -7,6 +7,20 @@
 // statements; target transactions commit in source order; and each one
 // writes the replication checkpoint in the same transaction as its data, so
 // a restart after kill -9 neither loses nor repeats a source transaction.
+//
+// Wiring (see replicate/ and apply/pipeline_test.go):
+//
+//	db, _ := apply.OpenTarget(ctx, target, cfg.Workers)
+//	a, _ := apply.New(cfg, db)
+//	a.Seed(ctx, startPos, trackerSnapshot) // new task only; no-op once a checkpoint exists
+//	a.Start(ctx)                           // fences a killed predecessor, then reads the checkpoint
+//	pos, _, _ := a.Checkpoint(ctx)         // resume reading the source here
+//	state, _ := a.SchemaState(ctx)         // restore the decoder's schema tracker from it
+//	for each event: items, err := dec.Feed(ev, pos)
+//	    on err: a.Flush(ctx), then stop (unsupported DDL pauses the task)
+//	    for each item: a.Submit(ctx, item) // an error means: Close, restart from Checkpoint
+//	a.Stats().Applied                      // for relay purge, status and lag
+//	a.Close()
 package apply
 
 import (
