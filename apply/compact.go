@@ -132,6 +132,8 @@ func (c *compactor) build(u *unit, info func(*sluice.Table) *tableInfo) bool {
 				}
 				r := c.rows[kb]
 				switch {
+				case r != nil && r.info != ti:
+					return false // two tables' keys collided: apply as is
 				case r == nil:
 					r = &netRow{info: ti, existed: true, before: ch.Before, after: ch.After, order: len(c.order)}
 					c.rows[kb] = r
@@ -151,6 +153,8 @@ func (c *compactor) insert(ti *tableInfo, after []any) bool {
 	k := c.rowKey(ti, after)
 	r := c.rows[k]
 	switch {
+	case r != nil && r.info != ti:
+		return false
 	case r == nil:
 		r = &netRow{info: ti, after: after, order: len(c.order)}
 		c.rows[k] = r
@@ -167,6 +171,8 @@ func (c *compactor) remove(ti *tableInfo, before []any) bool {
 	k := c.rowKey(ti, before)
 	r := c.rows[k]
 	switch {
+	case r != nil && r.info != ti:
+		return false
 	case r == nil:
 		r = &netRow{info: ti, existed: true, before: before, order: len(c.order)}
 		c.rows[k] = r
