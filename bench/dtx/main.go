@@ -197,7 +197,7 @@ func run(ctx context.Context, o options) error {
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.name, err)
 				}
-				fmt.Fprintf(os.Stderr, "c=%d round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  fsync groups/s %6.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d\n",
+				fmt.Fprintf(os.Stderr, "c=%d round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  binlog groups/s %6.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d\n",
 					threads, round, r.name, m.globalTPS, m.dbTPS, m.ops, m.groups, m.lat.P50Ms, m.lat.P99Ms, m.errors)
 				results[threads][r.name] = append(results[threads][r.name], m)
 			}
