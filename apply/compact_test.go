@@ -82,3 +82,33 @@ func TestCompactor(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertMerging checks the SQL a group becomes: consecutive INSERTs into
+// one table merge into one multi-row statement; anything in between ends it.
+func TestInsertMerging(t *testing.T) {
+	tb := &sluice.Table{Ref: sluice.TableRef{Schema: "s", Name: "t"}, Columns: []sluice.Column{{Name: "id"}}, PK: []int{0}}
+	tb2 := &sluice.Table{Ref: sluice.TableRef{Schema: "s", Name: "u"}, Columns: []sluice.Column{{Name: "id"}}, PK: []int{0}}
+	i1 := &tableInfo{spec: sqlgen.NewTableSpec(tb, tb.Ref), keys: [][]int{{0}}, id: 1}
+	i2 := &tableInfo{spec: sqlgen.NewTableSpec(tb2, tb2.Ref), keys: [][]int{{0}}, id: 2}
+	a := &Applier{cfg: DefaultConfig()}
+	b := &batchWriter{a: a}
+	for _, c := range []struct {
+		info *tableInfo
+		ch   sluice.RowChange
+	}{
+		{i1, sluice.RowChange{Kind: sluice.Insert, After: []any{1}}},
+		{i1, sluice.RowChange{Kind: sluice.Insert, After: []any{2}}},
+		{i2, sluice.RowChange{Kind: sluice.Insert, After: []any{3}}},
+		{i2, sluice.RowChange{Kind: sluice.Insert, After: []any{4}}},
+		{i2, sluice.RowChange{Kind: sluice.Delete, Before: []any{4}}},
+		{i2, sluice.RowChange{Kind: sluice.Insert, After: []any{5}}},
+	} {
+		if err := b.change(t.Context(), &c.ch, c.info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "INSERT INTO `s`.`t` (`id`) VALUES (1),(2);INSERT INTO `s`.`u` (`id`) VALUES (3),(4);DELETE FROM `s`.`u` WHERE `id`=4;INSERT INTO `s`.`u` (`id`) VALUES (5)"
+	if got := string(b.buf); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
