@@ -7,9 +7,12 @@ import (
 )
 
 // committer group-commits mutations: callers block in do until their
-// mutation is durable, and every worker applies whatever has queued up while
-// the previous store transaction was being fsync'd. This is how many
-// transactions share one fsync without acknowledging anything early.
+// mutation is durable. A worker that finds another store transaction in
+// flight does not start a small one beside it: it gathers what arrives
+// until that transaction ends (or its batch is full), so that under load
+// many transactions' changes share one fsync, while a lone change on an
+// idle store is written at once. Workers beyond the first only add
+// parallel commits when batches fill up. Nothing is acknowledged early.
 type committer struct {
 	store    Store
 	ch       chan *pending
@@ -17,6 +20,10 @@ type committer struct {
 	metrics  *Metrics
 	wg       sync.WaitGroup
 	quit     chan struct{}
+
+	mu       sync.Mutex
+	inflight int
+	ended    chan struct{} // closed (and replaced) whenever a store transaction ends
 }
 
 type pending struct {
@@ -25,7 +32,8 @@ type pending struct {
 }
 
 func newCommitter(store Store, workers, maxBatch int, m *Metrics) *committer {
-	c := &committer{store: store, ch: make(chan *pending, maxBatch*workers), maxBatch: maxBatch, metrics: m, quit: make(chan struct{})}
+	c := &committer{store: store, ch: make(chan *pending, maxBatch*workers), maxBatch: maxBatch, metrics: m,
+		quit: make(chan struct{}), ended: make(chan struct{})}
 	for i := 0; i < workers; i++ {
 		c.wg.Add(1)
 		go c.loop()
@@ -52,6 +60,28 @@ func (c *committer) do(ctx context.Context, m *Mutation) error {
 	}
 }
 
+// busy tells whether a store transaction is in flight, and returns the
+// channel that is closed when one ends.
+func (c *committer) busy() (bool, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inflight > 0, c.ended
+}
+
+func (c *committer) begin() {
+	c.mu.Lock()
+	c.inflight++
+	c.mu.Unlock()
+}
+
+func (c *committer) end() {
+	c.mu.Lock()
+	c.inflight--
+	close(c.ended)
+	c.ended = make(chan struct{})
+	c.mu.Unlock()
+}
+
 func (c *committer) loop() {
 	defer c.wg.Done()
 	batch := make([]*pending, 0, c.maxBatch)
@@ -63,21 +93,41 @@ func (c *committer) loop() {
 		case <-c.quit:
 			return
 		}
-	fill:
+		// Wait for at most one store transaction to end, so no change
+		// waits longer than one commit before its own starts.
+		waited := false
+	gather:
 		for len(batch) < c.maxBatch {
 			select {
 			case p := <-c.ch:
 				batch = append(batch, p)
+				continue
 			default:
-				break fill
+			}
+			if waited {
+				break
+			}
+			busy, ended := c.busy()
+			if !busy {
+				break
+			}
+			select {
+			case p := <-c.ch:
+				batch = append(batch, p)
+			case <-ended:
+				waited = true
+			case <-c.quit:
+				break gather
 			}
 		}
+		c.begin()
 		muts := make([]*Mutation, len(batch))
 		for i, p := range batch {
 			muts[i] = p.m
 		}
 		start := time.Now()
 		errs, err := c.store.Apply(context.Background(), muts)
+		c.end()
 		c.metrics.observeCommit(len(batch), time.Since(start), err)
 		for i, p := range batch {
 			if err != nil {
