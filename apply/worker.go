@@ -218,12 +218,28 @@ func (w *worker) statements(ctx context.Context, u *unit) error {
 			}
 		}
 	}
+	// UPDATEs: several rows of one table with an integer key go in one
+	// UPDATE ... JOIN of their new values; the rest one by one.
+	var ups []*netRow
 	for _, r := range cp.order {
 		if r.existed && r.after != nil {
-			ch := sluice.RowChange{Kind: sluice.Update, Before: r.before, After: r.after}
-			if err := b.change(ctx, &ch, r.info); err != nil {
-				return err
+			ups = append(ups, r)
+		}
+	}
+	for len(ups) > 0 {
+		info := ups[0].info
+		var group []*netRow
+		rest := ups[:0]
+		for _, r := range ups {
+			if r.info == info {
+				group = append(group, r)
+			} else {
+				rest = append(rest, r)
 			}
+		}
+		ups = rest
+		if err := w.updates(ctx, info, group); err != nil {
+			return err
 		}
 	}
 	// INSERTs, grouped per table so they merge into multi-row statements.
@@ -249,6 +265,54 @@ func (w *worker) statements(ctx context.Context, u *unit) error {
 		ins = rest
 	}
 	return nil
+}
+
+// updates writes the net updates of one table.
+func (w *worker) updates(ctx context.Context, info *tableInfo, rows []*netRow) error {
+	b := &w.bw
+	if len(rows) < 2 || !joinable(info, rows) {
+		for _, r := range rows {
+			ch := sluice.RowChange{Kind: sluice.Update, Before: r.before, After: r.after}
+			if err := b.change(ctx, &ch, info); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	befores, afters := make([][]any, 0, len(rows)), make([][]any, 0, len(rows))
+	for len(rows) > 0 {
+		n := min(len(rows), 200)
+		befores, afters = befores[:0], afters[:0]
+		for _, r := range rows[:n] {
+			befores = append(befores, r.before)
+			afters = append(afters, r.after)
+		}
+		rows = rows[n:]
+		b.sep()
+		b.ins = nil
+		b.buf = info.spec.AppendUpdateJoin(b.buf, befores, afters)
+		if err := b.flushIfFull(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinable: integer key values only, and something besides the key to set.
+func joinable(info *tableInfo, rows []*netRow) bool {
+	if len(info.spec.Write) <= len(info.spec.Key) {
+		return false
+	}
+	for _, r := range rows {
+		for _, k := range info.spec.Key {
+			switch r.before[k].(type) {
+			case int8, int16, int32, int64, int, uint8, uint16, uint32, uint64:
+			default:
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (w *worker) wrap(u *unit, err error) error {

@@ -2,6 +2,7 @@ package sqlgen
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-db/sluice"
@@ -243,4 +244,84 @@ func (s *TableSpec) where(sb *strings.Builder, row []any, args []any) []any {
 		sb.WriteString(" LIMIT 1")
 	}
 	return args
+}
+
+// AppendUpdateJoin appends one UPDATE of several rows by key, through a
+// derived table of the new values:
+//
+//	UPDATE t AS `t` JOIN (SELECT k0, c0.. UNION ALL SELECT ...) AS `v`
+//	  ON `t`.key = `v`.`k0` SET `t`.col = `v`.`c0`, ...
+//
+// Every writable non-key column is set from the after image (unchanged
+// ones to the same value); befores give the keys that find the rows, and
+// the key must not change. Use it only with integer keys: comparing a
+// string key with a derived column could mix collations. A table whose only
+// writable columns are its key has nothing to update: do not use it then.
+func (s *TableSpec) AppendUpdateJoin(b []byte, befores, afters [][]any) []byte {
+	b = append(b, "UPDATE "...)
+	b = append(b, s.Name...)
+	b = append(b, " AS `t` JOIN ("...)
+	for n := range befores {
+		if n > 0 {
+			b = append(b, " UNION ALL "...)
+		}
+		b = append(b, "SELECT "...)
+		for j, ki := range s.Key {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = AppendValue(b, befores[n][ki])
+			if n == 0 {
+				b = append(b, " AS `k"...)
+				b = strconv.AppendInt(b, int64(j), 10)
+				b = append(b, '`')
+			}
+		}
+		for m, w := range s.Write {
+			b = append(b, ',')
+			b = AppendValue(b, afters[n][w])
+			if n == 0 {
+				b = append(b, " AS `c"...)
+				b = strconv.AppendInt(b, int64(m), 10)
+				b = append(b, '`')
+			}
+		}
+	}
+	b = append(b, ") AS `v` ON "...)
+	for j, ki := range s.Key {
+		if j > 0 {
+			b = append(b, " AND "...)
+		}
+		b = append(b, "`t`."...)
+		b = append(b, s.Cols[ki]...)
+		b = append(b, "=`v`.`k"...)
+		b = strconv.AppendInt(b, int64(j), 10)
+		b = append(b, '`')
+	}
+	b = append(b, " SET "...)
+	first := true
+	for m, w := range s.Write {
+		if s.isKey(w) {
+			continue // the rows are found by it; it does not change
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, "`t`."...)
+		b = append(b, s.Cols[w]...)
+		b = append(b, "=`v`.`c"...)
+		b = strconv.AppendInt(b, int64(m), 10)
+		b = append(b, '`')
+	}
+	return b
+}
+
+func (s *TableSpec) isKey(col int) bool {
+	for _, k := range s.Key {
+		if k == col {
+			return true
+		}
+	}
+	return false
 }
