@@ -97,10 +97,10 @@ func Classify(err error, role string, ep sluice.Endpoint) error {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case 1045, 1044, 1698:
+		case 1045, 1698:
 			return &sluice.Error{Op: "connect to " + op, Err: fmt.Errorf("%w for user %q: %s", sluice.ErrAccessDenied, ep.User, me.Message),
 				Hint: "check " + role + ".user and " + role + ".password in the task file"}
-		case 1142, 1143, 1227, 1370, 1419:
+		case 1044, 1142, 1143, 1227, 1370, 1419:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrPrivilege, me.Message),
 				Hint: "grant the missing privilege to " + ep.User + " on " + role + " (see README: privileges)"}
 		case 1146, 1049:

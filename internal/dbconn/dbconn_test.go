@@ -54,3 +54,15 @@ func TestOpenClassifiesErrors(t *testing.T) {
 	_, err = root.Exec("SELECT * FROM secret.missing")
 	check("unknown table", dbconn.Classify(err, "source", inst.Endpoint()), sluice.ErrUnknownTable, "tables")
 }
+
+func TestDatabaseAccessDeniedIsAPrivilegeError(t *testing.T) {
+	inst := sandboxtest.Start(t, "conn1044")
+	root := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, root, "CREATE DATABASE private", "CREATE USER 'u'@'127.0.0.1' IDENTIFIED BY 'pw'")
+	ep := sluice.Endpoint{Host: "127.0.0.1", Port: inst.Port, User: "u", Password: "pw"}
+	// Error 1044: the password is right, the user may not use this database.
+	_, err := dbconn.Open(context.Background(), "target", ep, dbconn.Options{Database: "private"})
+	if !errors.Is(err, sluice.ErrPrivilege) || errors.Is(err, sluice.ErrAccessDenied) {
+		t.Fatalf("want a privilege error, got %v", err)
+	}
+}
