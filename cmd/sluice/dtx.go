@@ -70,7 +70,7 @@ database is created if missing; several serve processes may share it).`,
 	f.DurationVar(&cfg.Retention, "retention", cfg.Retention, "how long finished transactions are kept (0: forever)")
 	f.DurationVar(&cfg.PurgeInterval, "purge-interval", cfg.PurgeInterval, "how often expired transactions are removed")
 	f.IntVar(&cfg.CommitBatch, "commit-batch", cfg.CommitBatch, "most state changes group-committed in one store transaction")
-	f.IntVar(&cfg.CommitWorkers, "commit-workers", 0, "store transactions in flight (0: 1 for bolt, 4 for mysql)")
+	f.IntVar(&cfg.CommitWorkers, "commit-workers", 0, "store transactions in flight (0: 1; more only help once batches reach --commit-batch)")
 	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections")
 	return cmd
 }
@@ -129,10 +129,10 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	}
 	defer store.Close()
 	if cfg.CommitWorkers == 0 {
+		// One store transaction at a time fills batches best: changes that
+		// arrive while it commits share the next one. More workers only
+		// help once batches reach --commit-batch.
 		cfg.CommitWorkers = 1
-		if kind == "mysql" {
-			cfg.CommitWorkers = 4
-		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
