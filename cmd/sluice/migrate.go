@@ -169,9 +169,24 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 		return err
 	}
 	if mode == "all" {
+		if res.mixed {
+			return mixedSnapshotError(cfg)
+		}
 		return incrementalRunner(ctx, cfg, res.start, out)
 	}
 	return nil
+}
+
+// mixedSnapshotError refuses to replicate after a full copy that an earlier
+// run left unfinished. The chunks this run loaded come from a newer snapshot
+// than the position replication would start from, so changes between the two
+// would be applied again: a duplicate key at best, a doubled row in a table
+// without a key at worst. Refusing is the only answer that loses nothing
+// until chunks carry their own snapshot positions.
+func mixedSnapshotError(cfg *task.Config) error {
+	return &sluice.Error{Op: "migrate --mode all",
+		Err:  fmt.Errorf("%w: the full copy was resumed from a second snapshot, so replicating from the first snapshot's position would apply some changes twice", sluice.ErrConfig),
+		Hint: fmt.Sprintf("drop the copied tables and the task's rows in sluice_meta (task %q) on the target and run --mode all again without interrupting the copy", cfg.Name)}
 }
 
 // interrupted is the error of a run stopped by a signal: committed chunks
@@ -188,6 +203,9 @@ func notInBuild() error {
 type fullResult struct {
 	start   *sluice.Position // earliest snapshot position of the task
 	resumed bool
+	// mixed: this run loaded chunks after an earlier run of the same task
+	// stopped, so the target holds rows from more than one snapshot.
+	mixed bool
 }
 
 // migrateFull streams a snapshot of the source into the target.
@@ -249,7 +267,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, out io.Wri
 	if pos != nil {
 		fmt.Fprintf(out, "snapshot position: %s\n", pos)
 	}
-	return &fullResult{start: pos, resumed: resumed}, nil
+	return &fullResult{start: pos, resumed: resumed, mixed: resumed && ls.Chunks.Load() > 0}, nil
 }
 
 // streamSink adapts the loader to dump.Sink.
