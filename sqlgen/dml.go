@@ -258,9 +258,13 @@ func (s *TableSpec) where(sb *strings.Builder, row []any, args []any) []any {
 // string key with a derived column could mix collations. A table whose only
 // writable columns are its key has nothing to update: do not use it then.
 func (s *TableSpec) AppendUpdateJoin(b []byte, befores, afters [][]any) []byte {
-	b = append(b, "UPDATE "...)
-	b = append(b, s.Name...)
-	b = append(b, " AS `t` JOIN ("...)
+	// The derived table of keys comes first and STRAIGHT_JOIN keeps it
+	// first: each row of t is then found by eq_ref on its key. Left to the
+	// optimizer, a table whose statistics lag behind a bulk load was scanned
+	// instead, and under REPEATABLE READ that locked every row it passed
+	// (50,014 in one demo run), stalling every other worker until the lock
+	// wait timeout.
+	b = append(b, "UPDATE ("...)
 	for n := range befores {
 		if n > 0 {
 			b = append(b, " UNION ALL "...)
@@ -287,7 +291,9 @@ func (s *TableSpec) AppendUpdateJoin(b []byte, befores, afters [][]any) []byte {
 			}
 		}
 	}
-	b = append(b, ") AS `v` ON "...)
+	b = append(b, ") AS `v` STRAIGHT_JOIN "...)
+	b = append(b, s.Name...)
+	b = append(b, " AS `t` ON "...)
 	for j, ki := range s.Key {
 		if j > 0 {
 			b = append(b, " AND "...)

@@ -65,7 +65,7 @@ func TestDML(t *testing.T) {
 	}
 	r3 := []any{int32(3), "c", float32(3), int32(9)}
 	if got, want := string(s.AppendUpdateJoin(nil, [][]any{r1, r2}, [][]any{{int32(1), nil, float32(2), int32(9)}, r3})),
-		"UPDATE `d`.`t``x` AS `t` JOIN (SELECT 1 AS `k0`,1 AS `c0`,NULL AS `c1`,2 AS `c2` UNION ALL SELECT 2,3,'c',3) AS `v` ON `t`.`id`=`v`.`k0` SET `t`.`v`=`v`.`c1`,`t`.`f`=`v`.`c2`"; got != want {
+		"UPDATE (SELECT 1 AS `k0`,1 AS `c0`,NULL AS `c1`,2 AS `c2` UNION ALL SELECT 2,3,'c',3) AS `v` STRAIGHT_JOIN `d`.`t``x` AS `t` ON `t`.`id`=`v`.`k0` SET `t`.`v`=`v`.`c1`,`t`.`f`=`v`.`c2`"; got != want {
 		t.Errorf("update join\ngot  %s\nwant %s", got, want)
 	}
 	if b, ok := s.AppendUpdate([]byte("x"), r1, r1); ok || string(b) != "x" {
