@@ -199,7 +199,10 @@ func (w *worker) statements(ctx context.Context, u *unit) error {
 		}
 		dels = rest
 		for len(rows) > 0 {
-			n := min(len(rows), 1000)
+			// At most eq_range_index_dive_limit (200) keys: the optimizer then
+			// counts them in the index instead of trusting stale statistics,
+			// and picks the key range over a scan.
+			n := min(len(rows), 200)
 			b.sep()
 			b.ins = nil
 			if len(info.spec.Key) == 1 {
