@@ -12,7 +12,7 @@ set -euo pipefail
 # Benchmarks never overlap: take the shared lock (re-exec under flock).
 if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
   export SLUICE_BENCH_LOCKED=1
-  exec flock /tmp/sluice-bench.lock "$0" "$@"
+  exec flock -o /tmp/sluice-bench.lock "$0" "$@"
 fi
 
 cd "$(dirname "$0")/.."
