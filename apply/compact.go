@@ -1,11 +1,11 @@
 package apply
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/sqlgen"
 )
 
 // Compaction: inside one target transaction only the net effect per row is
@@ -67,37 +67,13 @@ func (c *compactor) rowKey(info *tableInfo, row []any) string {
 		case []byte:
 			b = append(b, strings.ToLower(strings.TrimRight(string(v), " "))...)
 		default:
-			b = appendKeyValue(b, v)
+			// A SQL literal is a deterministic, per-type unique encoding;
+			// key columns are never NULL.
+			b = sqlgen.AppendValue(b, v)
 		}
 	}
 	c.key = b
 	return string(b)
-}
-
-func appendKeyValue(b []byte, v any) []byte {
-	switch x := v.(type) {
-	case int8:
-		return strconv.AppendInt(b, int64(x), 10)
-	case int16:
-		return strconv.AppendInt(b, int64(x), 10)
-	case int32:
-		return strconv.AppendInt(b, int64(x), 10)
-	case int64:
-		return strconv.AppendInt(b, x, 10)
-	case int:
-		return strconv.AppendInt(b, int64(x), 10)
-	case uint8:
-		return strconv.AppendUint(b, uint64(x), 10)
-	case uint16:
-		return strconv.AppendUint(b, uint64(x), 10)
-	case uint32:
-		return strconv.AppendUint(b, uint64(x), 10)
-	case uint64:
-		return strconv.AppendUint(b, x, 10)
-	case nil:
-		return append(b, "\x01NULL"...)
-	}
-	return fmt.Appendf(b, "%T:%v", v, v)
 }
 
 // build computes the net changes of a group; false means apply it as is.
