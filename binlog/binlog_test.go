@@ -20,17 +20,7 @@ import (
 
 var src *sandbox.Instance
 
-func TestMain(m *testing.M) {
-	inst, stop, err := sandboxtest.New("src")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	src = inst
-	code := m.Run()
-	stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(sandboxtest.Run(m, sandboxtest.Want{Name: "src", Inst: &src})) }
 
 func config(inst *sandbox.Instance) binlog.Config {
 	c := binlog.DefaultConfig(inst.Endpoint())

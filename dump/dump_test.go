@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -22,17 +21,7 @@ import (
 
 var src *sandbox.Instance
 
-func TestMain(m *testing.M) {
-	inst, stop, err := sandboxtest.New("src")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	src = inst
-	code := m.Run()
-	stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(sandboxtest.Run(m, sandboxtest.Want{Name: "src", Inst: &src})) }
 
 // memSink counts what the dumper writes, per table.
 type memSink struct {

@@ -23,26 +23,7 @@ import (
 var srcInst, dstInst *sandbox.Instance
 
 func TestMain(m *testing.M) {
-	var stops []func()
-	code := func() int {
-		for _, p := range []struct {
-			name string
-			inst **sandbox.Instance
-		}{{"src", &srcInst}, {"dst", &dstInst}} {
-			inst, stop, err := sandboxtest.New(p.name)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			stops = append(stops, stop)
-			*p.inst = inst
-		}
-		return m.Run()
-	}()
-	for _, s := range stops {
-		s()
-	}
-	os.Exit(code)
+	os.Exit(sandboxtest.Run(m, sandboxtest.Want{Name: "src", Inst: &srcInst}, sandboxtest.Want{Name: "dst", Inst: &dstInst}))
 }
 
 func masterStatus(tb testing.TB, db *sql.DB) sluice.Position {

@@ -24,26 +24,7 @@ import (
 var srcInst, dstInst *sandbox.Instance
 
 func TestMain(m *testing.M) {
-	code, err := runMain(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func runMain(m *testing.M) (int, error) {
-	var stopSrc, stopDst func()
-	var err error
-	if srcInst, stopSrc, err = sandboxtest.New("vsrc"); err != nil {
-		return 0, err
-	}
-	defer stopSrc()
-	if dstInst, stopDst, err = sandboxtest.New("vdst"); err != nil {
-		return 0, err
-	}
-	defer stopDst()
-	return m.Run(), nil
+	os.Exit(sandboxtest.Run(m, sandboxtest.Want{Name: "vsrc", Inst: &srcInst}, sandboxtest.Want{Name: "vdst", Inst: &dstInst}))
 }
 
 // setup runs the same statements on both servers, then the per-side ones.

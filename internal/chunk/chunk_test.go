@@ -17,16 +17,7 @@ import (
 var inst *sandbox.Instance
 
 func TestMain(m *testing.M) {
-	var stop func()
-	var err error
-	inst, stop, err = sandboxtest.New("chunk")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	os.Exit(sandboxtest.Run(m, sandboxtest.Want{Name: "chunk", Inst: &inst}))
 }
 
 // countChunks checks that the plan's ranges partition the table: summed

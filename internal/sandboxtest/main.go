@@ -1,0 +1,32 @@
+package sandboxtest
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/sluice-db/sluice/sandbox"
+)
+
+// Want names a sandbox for Run and where to store it.
+type Want struct {
+	Name string
+	Inst **sandbox.Instance
+}
+
+// Run starts the wanted sandboxes, runs the package's tests and stops every
+// sandbox it started, whatever happened. Use it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(sandboxtest.Run(m, sandboxtest.Want{"src", &src})) }
+func Run(m *testing.M, wants ...Want) int {
+	for _, w := range wants {
+		inst, stop, err := New(w.Name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer stop()
+		*w.Inst = inst
+	}
+	return m.Run()
+}
