@@ -69,6 +69,14 @@ func run(t *testing.T, cfg replicate.Config) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{task: task, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- task.Run(ctx, nil) }()
+	// A test that fails before stop must not leave its task replicating:
+	// it would stay a replica of the shared source and starve later tests.
+	t.Cleanup(func() {
+		cancel()
+		if !r.ended {
+			r.err, r.ended = <-r.done, true
+		}
+	})
 	return r
 }
 
@@ -158,17 +166,30 @@ func TestReplicateStopAndResume(t *testing.T) {
 	if st.Txns < 120 || st.Source.File == "" || st.Relay.File == "" || st.Stage != replicate.StageRunning {
 		t.Fatalf("status after the first run: %+v", st)
 	}
-	// The same figures on the Prometheus endpoint.
-	resp, err := http.Get("http://" + st.MetricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`sluice_replication_lag_seconds{task="rs"}`, `sluice_replication_binlog_offset{position="applied",task="rs"}`,
-		`sluice_replication_stage{stage="running",task="rs"} 1`, `sluice_replication_transactions{task="rs"}`} {
-		if !strings.Contains(string(body), want) {
-			t.Fatalf("metrics lack %s:\n%s", want, body)
+	// The same figures on the Prometheus endpoint. The gauges are refreshed
+	// by the status loop once a second, so wait for the stage to show there.
+	for {
+		resp, err := http.Get("http://" + st.MetricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var missing string
+		for _, want := range []string{`sluice_replication_lag_seconds{task="rs"}`, `sluice_replication_binlog_offset{position="applied",task="rs"}`,
+			`sluice_replication_stage{stage="running",task="rs"} 1`, `sluice_replication_transactions{task="rs"}`} {
+			if !strings.Contains(string(body), want) {
+				missing = want
+			}
+		}
+		if missing == "" {
+			break
+		}
+		select {
+		case err := <-r.done:
+			r.err, r.ended = err, true
+			t.Fatalf("task ended (%v) while metrics lack %s:\n%s", err, missing, body)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	r.stop(t)
