@@ -41,6 +41,14 @@ type Config struct {
 	// BulkMaxChunks is the largest table (in chunks) CommitAuto loads as
 	// one transaction: it bounds the work an interruption can lose.
 	BulkMaxChunks int
+	// ReloadMixed is set when replication continues from the copy
+	// (migrate --mode all). A resumed run reads its chunks from a new
+	// snapshot; replication can match a table's changes to chunks of
+	// different snapshots only when the table has an integer primary key
+	// and no other unique key (see internal/snapfilter). Any other table
+	// that an earlier run left partly loaded is emptied and loaded whole
+	// from the new snapshot.
+	ReloadMixed bool
 	// ChunkDelay sleeps inside each chunk's transaction before commit. It
 	// exists for the interruption tests, which need a run to be slow.
 	ChunkDelay time.Duration

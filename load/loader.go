@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,12 @@ type Loader struct {
 	done  map[chunkKey]bool
 	plans map[string]dumpfmt.Plan
 	pos   *sluice.Position
+	// snap is this run's snapshot position (JSON), stored with every chunk
+	// so that replication can tell which snapshot a chunk holds.
+	snap string
+	// reloaded lists the partly loaded tables this run empties and loads
+	// whole (Config.ReloadMixed).
+	reloaded []sluice.TableRef
 
 	tables map[sluice.TableRef]*target // by source name
 	stats  Stats
@@ -112,6 +119,9 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 	if err := l.meta.ensure(ctx); err != nil {
 		return nil, fmt.Errorf("load: create checkpoint tables in %s: %w", cfg.MetaSchema, l.classify(err))
 	}
+	if err := l.finishResets(ctx); err != nil {
+		return nil, fmt.Errorf("load: %w", l.classify(err))
+	}
 	if l.done, err = l.meta.done(ctx); err != nil {
 		return nil, fmt.Errorf("load: read checkpoints: %w", l.classify(err))
 	}
@@ -132,6 +142,10 @@ func (l *Loader) Stats() *Stats { return &l.stats }
 
 // Resumed reports whether an earlier run of this task committed anything.
 func (l *Loader) Resumed() bool { return l.pos != nil }
+
+// Reloaded lists the tables that Prepare emptied to load them whole from
+// this run's snapshot (Config.ReloadMixed).
+func (l *Loader) Reloaded() []sluice.TableRef { return l.reloaded }
 
 // FirstPosition is the snapshot position recorded by the task's first run,
 // or nil. After a resumed run the data is from several snapshots, and the
@@ -167,6 +181,11 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 		p := pos
 		l.pos = &p
 	}
+	b, err := json.Marshal(pos)
+	if err != nil {
+		return err
+	}
+	l.snap = string(b)
 	seen := map[sluice.TableRef]sluice.TableRef{}
 	var total, skipped int64
 	for _, s := range specs {
@@ -186,6 +205,17 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 				total++
 				pending++
 			}
+		}
+		if started && pending > 0 && l.cfg.ReloadMixed && !mixedSafe(s.Table) {
+			// Replication could not tell this table's chunks of the two
+			// snapshots apart: load it whole from this one.
+			if err := l.resetTable(ctx, key); err != nil {
+				return fmt.Errorf("load: reload %s: %w", tgt, l.classify(err))
+			}
+			l.reloaded = append(l.reloaded, tgt)
+			skipped -= int64(len(s.Plan) - pending)
+			total += int64(len(s.Plan) - pending)
+			pending, started = len(s.Plan), false
 		}
 		if err := l.prepareTable(ctx, s.Table, tgt, started); err != nil {
 			return err
@@ -404,7 +434,7 @@ func (l *Loader) loadChunk(ctx context.Context, j *job) (err error) {
 	if loaded != want {
 		return fmt.Errorf("load %s chunk %d: %d rows written, %d expected (a duplicate key or a rejected value); the chunk was rolled back", j.tgt.ref, j.index, loaded, want)
 	}
-	if _, err = tx.ExecContext(ctx, l.meta.checkpointSQL(), l.cfg.Task, j.tgt.key, j.index, loaded, cr.n); err != nil {
+	if _, err = tx.ExecContext(ctx, l.meta.checkpointSQL(), l.cfg.Task, j.tgt.key, j.index, loaded, cr.n, l.snap); err != nil {
 		return l.chunkErr(j, err)
 	}
 	if l.cfg.ChunkDelay > 0 {

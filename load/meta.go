@@ -27,6 +27,18 @@ func (m meta) ensure(ctx context.Context) error {
 			return err
 		}
 	}
+	// Checkpoint tables made by a sluice older than per-chunk snapshots
+	// lack the column; their chunks count as read at the task's first
+	// snapshot, which is what that sluice did.
+	var n int
+	if err := m.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'load_checkpoint' AND COLUMN_NAME = 'snapshot'", m.schema).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		if _, err := m.db.ExecContext(ctx, "ALTER TABLE "+m.table("load_checkpoint")+" ADD COLUMN snapshot LONGTEXT NULL AFTER bytes"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -122,5 +134,5 @@ func (m meta) finish(ctx context.Context) error {
 }
 
 func (m meta) checkpointSQL() string {
-	return "INSERT INTO " + m.table("load_checkpoint") + " (task, tbl, chunk, `rows`, bytes) VALUES (?, ?, ?, ?, ?)"
+	return "INSERT INTO " + m.table("load_checkpoint") + " (task, tbl, chunk, `rows`, bytes, snapshot) VALUES (?, ?, ?, ?, ?, ?)"
 }

@@ -156,14 +156,14 @@ func (l *Loader) runTable(ctx context.Context, tj *job) (err error) {
 	if len(sr.got) > 0 {
 		var q strings.Builder
 		var args []any
-		q.WriteString(strings.TrimSuffix(l.meta.checkpointSQL(), " VALUES (?, ?, ?, ?, ?)") + " VALUES ")
+		q.WriteString(strings.TrimSuffix(l.meta.checkpointSQL(), " VALUES (?, ?, ?, ?, ?, ?)") + " VALUES ")
 		for i, j := range sr.got {
 			if i > 0 {
 				q.WriteString(", ")
 			}
 			// Bytes per chunk are not tracked apart inside one stream.
-			q.WriteString("(?, ?, ?, ?, 0)")
-			args = append(args, l.cfg.Task, t.tgt.key, j.index, rows[i])
+			q.WriteString("(?, ?, ?, ?, 0, ?)")
+			args = append(args, l.cfg.Task, t.tgt.key, j.index, rows[i], l.snap)
 		}
 		if _, err = tx.ExecContext(ctx, q.String(), args...); err != nil {
 			return l.chunkErr(tj, err)

@@ -308,6 +308,10 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 	if !ok {
 		return errors.New("replicate: the checkpoint disappeared from the target")
 	}
+	sf, err := copyFilter(ctx, db, t.cfg.Apply.MetaSchema, t.cfg.Name)
+	if err != nil {
+		return err
+	}
 	tracker := schema.NewTracker()
 	state, err := a.SchemaState(ctx)
 	if err != nil {
@@ -366,6 +370,18 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 		}
 		for i := range items {
 			it := items[i]
+			if sf != nil {
+				keep, err := sf.Item(&it, p)
+				if err != nil {
+					if ferr := a.Flush(ctx); ferr != nil {
+						return ferr
+					}
+					return err
+				}
+				if !keep {
+					continue
+				}
+			}
 			if it.Kind == sluice.ItemCommit || it.Kind == sluice.ItemDDL {
 				t.addPending(it.End, it.Timestamp)
 			}

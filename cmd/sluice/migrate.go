@@ -164,29 +164,18 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 	if mode == "all" && incrementalRunner == nil {
 		return notInBuild()
 	}
-	res, err := migrateFull(ctx, cfg, f, out)
+	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
 	if err != nil {
 		return err
 	}
 	if mode == "all" {
-		if res.mixed {
-			return mixedSnapshotError(cfg)
-		}
+		// Replication starts at the first snapshot. Chunks that a resumed
+		// run read from a later snapshot already hold the changes up to it;
+		// the replication's copy filter (internal/snapfilter) skips those
+		// changes chunk by chunk, from the positions stored with each chunk.
 		return incrementalRunner(ctx, cfg, res.start, out)
 	}
 	return nil
-}
-
-// mixedSnapshotError refuses to replicate after a full copy that an earlier
-// run left unfinished. The chunks this run loaded come from a newer snapshot
-// than the position replication would start from, so changes between the two
-// would be applied again: a duplicate key at best, a doubled row in a table
-// without a key at worst. Refusing is the only answer that loses nothing
-// until chunks carry their own snapshot positions.
-func mixedSnapshotError(cfg *task.Config) error {
-	return &sluice.Error{Op: "migrate --mode all",
-		Err:  fmt.Errorf("%w: the full copy was resumed from a second snapshot, so replicating from the first snapshot's position would apply some changes twice", sluice.ErrConfig),
-		Hint: fmt.Sprintf("drop the copied tables and the task's rows in sluice_meta (task %q) on the target and run --mode all again without interrupting the copy", cfg.Name)}
 }
 
 // interrupted is the error of a run stopped by a signal: committed chunks
@@ -203,14 +192,13 @@ func notInBuild() error {
 type fullResult struct {
 	start   *sluice.Position // earliest snapshot position of the task
 	resumed bool
-	// mixed: this run loaded chunks after an earlier run of the same task
-	// stopped, so the target holds rows from more than one snapshot.
-	mixed bool
 }
 
 // migrateFull streams a snapshot of the source into the target.
-func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, out io.Writer) (*fullResult, error) {
-	l, err := load.Open(ctx, f.loadConfig(cfg, cfg.Name))
+func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicating bool, out io.Writer) (*fullResult, error) {
+	lc := f.loadConfig(cfg, cfg.Name)
+	lc.ReloadMixed = replicating
+	l, err := load.Open(ctx, lc)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +225,9 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, out io.Wri
 	fmt.Fprintf(out, "migrate %s: %d tables, snapshot at %s, %d chunks to copy", cfg.Name, len(specs), d.Position(), l.Stats().TotalChunks.Load())
 	if resumed {
 		fmt.Fprintf(out, " (resumed: %d chunks done before; the rest is read from a new snapshot)", l.Stats().Skipped.Load())
+	}
+	for _, t := range l.Reloaded() {
+		fmt.Fprintf(out, "; %s is reloaded whole (its key does not let replication match chunks of two snapshots)", t)
 	}
 	fmt.Fprintln(out)
 	ds, ls := d.Stats(), l.Stats()
@@ -267,7 +258,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, out io.Wri
 	if pos != nil {
 		fmt.Fprintf(out, "snapshot position: %s\n", pos)
 	}
-	return &fullResult{start: pos, resumed: resumed, mixed: resumed && ls.Chunks.Load() > 0}, nil
+	return &fullResult{start: pos, resumed: resumed}, nil
 }
 
 // streamSink adapts the loader to dump.Sink.
