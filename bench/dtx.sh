@@ -16,7 +16,8 @@ dtm_bin="$DTM_CACHE/dtm"
 modcache=$(go env GOMODCACHE)
 dtm_src="$modcache/github.com/dtm-labs/dtm@$DTM_VERSION"
 
-[ -x bin/sluice ] || go build -o bin/sluice ./cmd/sluice
+# Always rebuild: a stale binary would measure old code (the build is incremental).
+go build -o bin/sluice ./cmd/sluice
 dtm_args=()
 if [ "${SKIP_DTM:-0}" != 1 ]; then
   [ -d "$dtm_src" ] || go mod download "github.com/dtm-labs/dtm@$DTM_VERSION"

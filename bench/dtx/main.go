@@ -53,6 +53,7 @@ type options struct {
 	sbTables, sbSize int
 	only             string
 	sluiceArgs       []string
+	profile          string
 }
 
 func main() {
@@ -68,9 +69,13 @@ func main() {
 	flag.IntVar(&o.sbTables, "sysbench-tables", 4, "sysbench tables")
 	flag.IntVar(&o.sbSize, "sysbench-size", 100000, "sysbench rows per table")
 	flag.StringVar(&o.only, "only", "", "comma-separated row names to run (default: all)")
+	flag.StringVar(&o.profile, "profile", "", "directory for a CPU profile of sluice per row (starts sluice with --pprof)")
 	sa := flag.String("sluice-args", "", "extra space-separated flags for sluice dtx serve")
 	flag.Parse()
 	o.sluiceArgs = strings.Fields(*sa)
+	if o.profile != "" {
+		o.sluiceArgs = append(o.sluiceArgs, "--pprof")
+	}
 	for _, f := range strings.Split(*th, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
@@ -95,6 +100,10 @@ type row struct {
 	barrier     bool
 }
 
+// The "sluice" rows use sluice's default store (the embedded bolt file and
+// its write-ahead log) and the "dtm" rows dtm's MySQL store, as the seed's
+// table does; the rows at the end compare like with like: sluice on a
+// MySQL store, and dtm on its own default embedded store (boltdb).
 var rows = []row{
 	{name: "sysbench oltp_write_only", coordinator: "sysbench"},
 	{name: "no coordinator, 2 SQL", sql: 2},
@@ -109,9 +118,10 @@ var rows = []row{
 	{name: "dtm, 10 SQL", coordinator: "dtm", sql: 10},
 	{name: "sluice, 10 SQL, barrier", coordinator: "sluice", sql: 10, barrier: true},
 	{name: "dtm, 10 SQL, barrier", coordinator: "dtm", sql: 10, barrier: true},
-	// sluice's default embedded store, beside the MySQL-store rows above.
-	{name: "sluice (bolt store), 0 SQL", coordinator: "sluice-bolt"},
-	{name: "sluice (bolt store), 2 SQL", coordinator: "sluice-bolt", sql: 2},
+	{name: "sluice (MySQL store), 0 SQL", coordinator: "sluice-mysql"},
+	{name: "sluice (MySQL store), 2 SQL", coordinator: "sluice-mysql", sql: 2},
+	{name: "dtm (boltdb store), 0 SQL", coordinator: "dtm-bolt"},
+	{name: "dtm (boltdb store), 2 SQL", coordinator: "dtm-bolt", sql: 2},
 }
 
 // measurement of one row in one round.
@@ -160,14 +170,17 @@ func run(ctx context.Context, o options) error {
 
 	b := &bench{o: o, db: db, inst: inst, client: newClient()}
 	defer b.stopCoordinators()
-	if err := b.startSluice(ctx, "sluice", fmt.Sprintf("mysql://root@127.0.0.1:%d/sluice_dtx", inst.Port)); err != nil {
+	if err := b.startSluice(ctx, "sluice", "bolt://"+filepath.Join(dir, "sluice-dtx.db")); err != nil {
 		return err
 	}
-	if err := b.startSluice(ctx, "sluice-bolt", "bolt://"+filepath.Join(dir, "sluice-dtx.db")); err != nil {
+	if err := b.startSluice(ctx, "sluice-mysql", fmt.Sprintf("mysql://root@127.0.0.1:%d/sluice_dtx", inst.Port)); err != nil {
 		return err
 	}
 	if o.dtm != "" {
-		if err := b.startDtm(ctx); err != nil {
+		if err := b.startDtm(ctx, "dtm", dir); err != nil {
+			return err
+		}
+		if err := b.startDtm(ctx, "dtm-bolt", dir); err != nil {
 			return err
 		}
 	}
@@ -187,7 +200,7 @@ func run(ctx context.Context, o options) error {
 		results[threads] = map[string][]measurement{}
 		for round := 1; round <= o.rounds; round++ {
 			for _, r := range selected {
-				if r.coordinator == "dtm" && o.dtm == "" {
+				if strings.HasPrefix(r.coordinator, "dtm") && o.dtm == "" {
 					continue
 				}
 				if ctx.Err() != nil {
@@ -278,43 +291,57 @@ func (b *bench) startSluice(ctx context.Context, name, store string) error {
 	return b.spawn(ctx, name, fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", port), cmd)
 }
 
-func (b *bench) startDtm(ctx context.Context) error {
-	sqlText, err := os.ReadFile(b.o.dtmSQL)
-	if err != nil {
-		return fmt.Errorf("dtm schema: %w", err)
-	}
-	for _, st := range strings.Split(string(sqlText), ";") {
-		if strings.TrimSpace(st) == "" {
-			continue
-		}
-		if _, err := b.db.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("dtm schema: %w", err)
-		}
-	}
-	var ports [3]int
-	for i := range ports {
-		if ports[i], err = sandbox.FreePort(); err != nil {
-			return err
-		}
-	}
-	conf := fmt.Sprintf(`Store:
+// startDtm starts dtm with its MySQL store ("dtm") or its default boltdb
+// store ("dtm-bolt", which dtm keeps in ./dtm.bolt: it runs in its own
+// directory under dir).
+func (b *bench) startDtm(ctx context.Context, name, dir string) error {
+	store := fmt.Sprintf(`Store:
   Driver: 'mysql'
   Host: '127.0.0.1'
   User: 'root'
   Password: ''
   Port: %d
   Db: 'dtm'
-HttpPort: %d
+`, b.inst.Port)
+	workDir := filepath.Join(dir, name)
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return err
+	}
+	if name == "dtm-bolt" {
+		store = "Store:\n  Driver: 'boltdb'\n"
+	} else {
+		sqlText, err := os.ReadFile(b.o.dtmSQL)
+		if err != nil {
+			return fmt.Errorf("dtm schema: %w", err)
+		}
+		for _, st := range strings.Split(string(sqlText), ";") {
+			if strings.TrimSpace(st) == "" {
+				continue
+			}
+			if _, err := b.db.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("dtm schema: %w", err)
+			}
+		}
+	}
+	var ports [3]int
+	var err error
+	for i := range ports {
+		if ports[i], err = sandbox.FreePort(); err != nil {
+			return err
+		}
+	}
+	conf := store + fmt.Sprintf(`HttpPort: %d
 GrpcPort: %d
 JsonRpcPort: %d
 LogLevel: 'error'
-`, b.inst.Port, ports[0], ports[1], ports[2])
-	confPath := filepath.Join(os.TempDir(), "dtxbench-dtm.yml")
+`, ports[0], ports[1], ports[2])
+	confPath := filepath.Join(workDir, "dtm.yml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, b.o.dtm, "-c", confPath)
-	return b.spawn(ctx, "dtm", fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", ports[0]), cmd)
+	cmd.Dir = workDir
+	return b.spawn(ctx, name, fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", ports[0]), cmd)
 }
 
 // Binlog_commits counts every committed write transaction, autocommit
@@ -363,8 +390,17 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 	if err != nil {
 		return measurement{}, err
 	}
+	var prof sync.WaitGroup
+	if b.o.profile != "" && strings.HasPrefix(r.coordinator, "sluice") {
+		prof.Add(1)
+		go func() {
+			defer prof.Done()
+			b.cpuProfile(ctx, r)
+		}()
+	}
 	start := time.Now()
 	ok, errs, lat := b.load(ctx, b.o.duration, fn)
+	prof.Wait()
 	el := time.Since(start).Seconds()
 	s1, err := b.status(ctx)
 	if err != nil {
@@ -384,7 +420,34 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 	return m, nil
 }
 
-var promLine = regexp.MustCompile(`^(sluice_dtx_store_commit_(?:batch_size|seconds)_(?:sum|count)) ([0-9.e+-]+)$`)
+// cpuProfile saves sluice's CPU profile over the row's measured window.
+func (b *bench) cpuProfile(ctx context.Context, r row) {
+	secs := int(b.o.duration.Seconds())
+	if secs < 1 {
+		secs = 1
+	}
+	u := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(b.urls[r.coordinator], "/api/dtmsvr"), secs)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	c := &http.Client{Timeout: b.o.duration + 30*time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	name := strings.NewReplacer(" ", "", ",", "_", "(", "", ")", "").Replace(r.name)
+	path := filepath.Join(b.o.profile, fmt.Sprintf("c%d-%s.pprof", b.o.threads, name))
+	if err := os.MkdirAll(b.o.profile, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return
+	}
+	data, _ := io.ReadAll(resp.Body)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+	}
+}
+
+var promLine = regexp.MustCompile(`^(sluice_dtx_store_commit_(?:batch_size|seconds)_(?:sum|count)|sluice_dtx_branch_duration_seconds_(?:sum|count)\{mode="saga",op="action",result="SUCCESS"\}) ([0-9.e+-]+)$`)
 
 // storeStats prints sluice's group-commit figures since the last call: how
 // many state changes shared one store transaction, and its latency.
@@ -409,8 +472,13 @@ func (b *bench) storeStats(ctx context.Context, name string) {
 	d := func(k string) float64 { return cur[k] - last[k] }
 	n := d("sluice_dtx_store_commit_seconds_count")
 	if n > 0 {
-		fmt.Fprintf(os.Stderr, "         %s store: %.0f commits, %.1f changes per commit, %.2f ms per commit\n",
+		fmt.Fprintf(os.Stderr, "         %s store: %.0f commits, %.1f changes per commit, %.2f ms per commit",
 			name, n, d("sluice_dtx_store_commit_batch_size_sum")/n, 1000*d("sluice_dtx_store_commit_seconds_sum")/n)
+		const act = `{mode="saga",op="action",result="SUCCESS"}`
+		if bn := d("sluice_dtx_branch_duration_seconds_count" + act); bn > 0 {
+			fmt.Fprintf(os.Stderr, "; saga actions %.2f ms each", 1000*d("sluice_dtx_branch_duration_seconds_sum"+act)/bn)
+		}
+		fmt.Fprintln(os.Stderr)
 	}
 	b.lastStats[name] = cur
 }
@@ -631,7 +699,10 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 	fmt.Fprintf(md, "\nc=%d: sluice / dtm Global-TPS: 0 SQL %s, 2 SQL %s (goal >= 2), 2 SQL barrier %s, 10 SQL %s, 10 SQL barrier %s\n",
 		threads, ratio("sluice, 0 SQL", "dtm, 0 SQL"), ratio("sluice, 2 SQL", "dtm, 2 SQL"), ratio("sluice, 2 SQL, barrier", "dtm, 2 SQL, barrier"),
 		ratio("sluice, 10 SQL", "dtm, 10 SQL"), ratio("sluice, 10 SQL, barrier", "dtm, 10 SQL, barrier"))
-	fmt.Fprintf(md, "c=%d: sluice / no coordinator Global-TPS: 2 SQL %s (goal >= 0.80), 10 SQL %s\n\n",
+	fmt.Fprintf(md, "c=%d: sluice / no coordinator Global-TPS: 2 SQL %s (goal >= 0.80), 10 SQL %s\n",
 		threads, ratio("sluice, 2 SQL", "no coordinator, 2 SQL"), ratio("sluice, 10 SQL", "no coordinator, 10 SQL"))
+	fmt.Fprintf(md, "c=%d: like with like: sluice (MySQL store) / dtm (MySQL store): 0 SQL %s, 2 SQL %s; sluice (embedded) / dtm (boltdb): 0 SQL %s, 2 SQL %s\n\n",
+		threads, ratio("sluice (MySQL store), 0 SQL", "dtm, 0 SQL"), ratio("sluice (MySQL store), 2 SQL", "dtm, 2 SQL"),
+		ratio("sluice, 0 SQL", "dtm (boltdb store), 0 SQL"), ratio("sluice, 2 SQL", "dtm (boltdb store), 2 SQL"))
 	return nil
 }

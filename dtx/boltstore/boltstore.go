@@ -1,7 +1,9 @@
-// Package boltstore is the embedded single-node dtx store: one bbolt file,
-// so `sluice dtx serve` runs without a database. Every Apply is one bolt
-// transaction, fsync'd before it returns; the coordinator's group commit
-// puts many transactions' changes into it.
+// Package boltstore is the embedded single-node dtx store: one bbolt file
+// and a write-ahead log beside it, so `sluice dtx serve` runs without a
+// database. An Apply (one group commit of the coordinator) is one append to
+// the log and one fdatasync before it returns; the new states are then
+// served from memory and written into bolt in bulk by checkpoints, which
+// recovery's once-a-second Claim triggers. Open replays the log.
 package boltstore
 
 import (
@@ -11,8 +13,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -29,9 +33,16 @@ var (
 	bFinished = []byte("finished") // finish(8) gid -> nil
 )
 
-// Store is a dtx.Store in one bbolt file.
+// Store is a dtx.Store in one bbolt file plus its write-ahead log.
 type Store struct {
 	db *bolt.DB
+
+	// mu orders every write: Apply (log + overlay) and the operations
+	// that write bolt directly after a checkpoint (Claim, Purge, ResetLeases).
+	mu      sync.Mutex
+	wal     *wal
+	overlay map[string]*state // gid -> state newer than bolt's, durable in the log
+	closed  bool
 }
 
 // Open opens (creating if needed) the store file. Only one process can have
@@ -63,11 +74,42 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open dtx store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	// bolt's file lock (held above) also guards the log.
+	w, err := openWAL(path + "-wal")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open dtx store log %s-wal: %w", path, err)
+	}
+	s := &Store{db: db, wal: w, overlay: map[string]*state{}}
+	if err := s.replayWAL(); err != nil {
+		w.close()
+		db.Close()
+		return nil, fmt.Errorf("open dtx store %s: replay the write-ahead log: %w", path, err)
+	}
+	return s, nil
 }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close writes the overlay into bolt and closes both files.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.checkpointLocked()
+	if cerr := s.wal.close(); err == nil {
+		err = cerr
+	}
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (s *Store) log(what string, err error) {
+	slog.Error("dtx bolt store: "+what+" failed; the write-ahead log keeps the changes", "err", err)
+}
 
 func tsKey(t time.Time, gid string) []byte {
 	k := make([]byte, 8, 8+len(gid))
@@ -153,90 +195,14 @@ func putBranch(tx *bolt.Tx, key []byte, b *dtx.Branch) error {
 	return tx.Bucket(bBranch).Put(key, v)
 }
 
-// Apply applies the batch in one bolt transaction.
-func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error) {
-	errs := make([]error, len(muts))
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		for i, m := range muts {
-			e, err := apply(tx, m)
-			if err != nil {
-				return err
-			}
-			errs[i] = e
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dtx bolt store: %w", err)
-	}
-	return errs, nil
-}
-
-// apply returns the mutation's own outcome, or an error that fails the batch.
-func apply(tx *bolt.Tx, m *dtx.Mutation) (outcome error, err error) {
-	cur, gerr := getGlobal(tx, m.Gid)
-	if m.Create {
-		if gerr == nil {
-			return dtx.ErrExists, nil
-		}
-		if !errors.Is(gerr, dtx.ErrNotFound) {
-			return nil, gerr
-		}
-		cur = nil
-	} else {
-		if gerr != nil {
-			if errors.Is(gerr, dtx.ErrNotFound) {
-				return dtx.ErrNotFound, nil
-			}
-			return nil, gerr
-		}
-		if e := m.Check(cur); e != nil {
-			return e, nil
-		}
-	}
-	if m.Global != nil {
-		if err := putGlobal(tx, cur, m.Global); err != nil {
-			return nil, err
-		}
-	}
-	if len(m.NewBranches) == 0 && len(m.BranchUpdates) == 0 {
-		return nil, nil
-	}
-	keys, bs, err := branches(tx, m.Gid)
-	if err != nil {
-		return nil, err
-	}
-	for _, u := range m.BranchUpdates {
-		for j := range bs {
-			if bs[j].BranchID == u.BranchID && bs[j].Op == u.Op {
-				bs[j].Status, bs[j].FinishTime = u.Status, u.FinishTime
-				if err := putBranch(tx, keys[j], &bs[j]); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	seq := uint32(len(bs))
-	now := time.Now().UTC()
-next:
-	for _, nb := range m.NewBranches {
-		for _, b := range bs {
-			if b.BranchID == nb.BranchID && b.Op == nb.Op {
-				continue next // a retried registerBranch
-			}
-		}
-		k := binary.BigEndian.AppendUint32(branchPrefix(m.Gid), seq)
-		seq++
-		nb.CreateTime = now
-		if err := putBranch(tx, k, &nb); err != nil {
-			return nil, err
-		}
-	}
-	return nil, nil
-}
-
 // Get returns a transaction and its branches.
 func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch, error) {
+	s.mu.Lock()
+	if st, ok := s.overlay[gid]; ok {
+		s.mu.Unlock()
+		return st.g.Clone(), append([]dtx.Branch(nil), st.bs...), nil
+	}
+	s.mu.Unlock()
 	var g *dtx.Global
 	var bs []dtx.Branch
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -252,6 +218,11 @@ func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch,
 
 // Claim leases due transactions.
 func (s *Store) Claim(ctx context.Context, token string, now, leaseUntil time.Time, limit int) ([]*dtx.Global, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkpointLocked(); err != nil {
+		return nil, err
+	}
 	var out []*dtx.Global
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bDue).Cursor()
@@ -283,6 +254,11 @@ func (s *Store) Claim(ctx context.Context, token string, now, leaseUntil time.Ti
 // ResetLeases drops every lease: only one process can open the file, so a
 // lease found at start-up belonged to a coordinator that is gone.
 func (s *Store) ResetLeases(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkpointLocked(); err != nil {
+		return err
+	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		var gids []string
 		c := tx.Bucket(bDue).Cursor()
@@ -309,6 +285,9 @@ func (s *Store) ResetLeases(ctx context.Context) error {
 
 // List pages through transactions in gid order.
 func (s *Store) List(ctx context.Context, after string, limit int, status, transType string) ([]*dtx.Global, error) {
+	if err := s.checkpoint(); err != nil {
+		return nil, err
+	}
 	var out []*dtx.Global
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bGlobal).Cursor()
@@ -332,6 +311,11 @@ func (s *Store) List(ctx context.Context, after string, limit int, status, trans
 
 // Purge removes finished transactions that finished before `before`.
 func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkpointLocked(); err != nil {
+		return 0, err
+	}
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bFinished).Cursor()

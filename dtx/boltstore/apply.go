@@ -1,0 +1,262 @@
+package boltstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sluice-db/sluice/dtx"
+)
+
+// state is one transaction as the overlay holds it: its row and all its
+// branches in insertion order.
+type state struct {
+	g  *dtx.Global
+	bs []dtx.Branch
+}
+
+// The overlay is written into bolt (and the log emptied) by every Claim,
+// List, Purge and Close, which recovery calls once per poll interval, and
+// whenever it outgrows these bounds, so that memory and replay time stay small.
+const (
+	maxOverlay = 20000
+	maxWAL     = 64 << 20
+)
+
+// Apply evaluates the batch against the latest state (overlay, then bolt),
+// appends the new states of the changed transactions to the log in one
+// write and one fdatasync, and only then makes them visible. The store's
+// mutex is held throughout, so batches apply one at a time, in order.
+func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("dtx bolt store: closed")
+	}
+	errs := make([]error, len(muts))
+	next := make(map[string]*state, len(muts))
+	var order []string
+	var buf []byte // one record per applied mutation, in order
+	var rtx *bolt.Tx
+	defer func() {
+		if rtx != nil {
+			_ = rtx.Rollback()
+		}
+	}()
+	now := time.Now().UTC()
+	for i, m := range muts {
+		cur, ok := next[m.Gid]
+		if !ok {
+			cur, ok = s.overlay[m.Gid]
+		}
+		if !ok {
+			if rtx == nil {
+				var err error
+				if rtx, err = s.db.Begin(false); err != nil {
+					return nil, fmt.Errorf("dtx bolt store: %w", err)
+				}
+			}
+			var err error
+			if cur, err = load(rtx, m.Gid); err != nil {
+				return nil, fmt.Errorf("dtx bolt store: %w", err)
+			}
+		}
+		st, e := mutate(cur, m, now)
+		errs[i] = e
+		if st != nil {
+			if _, seen := next[m.Gid]; !seen {
+				order = append(order, m.Gid)
+			}
+			next[m.Gid] = st
+			var err error
+			if buf, err = s.wal.encode(buf, delta(cur, st, m)); err != nil {
+				return nil, fmt.Errorf("dtx bolt store: %w", err)
+			}
+		}
+	}
+	if rtx != nil {
+		_ = rtx.Rollback()
+		rtx = nil
+	}
+	if len(order) == 0 {
+		return errs, nil
+	}
+	if err := s.wal.append(buf); err != nil {
+		return nil, fmt.Errorf("dtx bolt store: write-ahead log: %w", err)
+	}
+	for _, gid := range order {
+		s.overlay[gid] = next[gid]
+	}
+	if len(s.overlay) >= maxOverlay || s.wal.off >= maxWAL {
+		// The batch is durable in the log already: a failed checkpoint
+		// leaves it there for the next one (or for replay), so the batch's
+		// outcome stands.
+		if err := s.checkpointLocked(); err != nil {
+			s.log("checkpoint", err)
+		}
+	}
+	return errs, nil
+}
+
+// load reads a transaction from bolt; a nil state's g means not found.
+func load(tx *bolt.Tx, gid string) (*state, error) {
+	g, err := getGlobal(tx, gid)
+	if errors.Is(err, dtx.ErrNotFound) {
+		return &state{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, bs, err := branches(tx, gid)
+	if err != nil {
+		return nil, err
+	}
+	return &state{g: g, bs: bs}, nil
+}
+
+// mutate returns the new state when m applies, and m's own outcome. cur is
+// never modified: the overlay's states are shared with readers' copies.
+func mutate(cur *state, m *dtx.Mutation, now time.Time) (*state, error) {
+	if m.Create {
+		if cur.g != nil {
+			return nil, dtx.ErrExists
+		}
+	} else {
+		if cur.g == nil {
+			return nil, dtx.ErrNotFound
+		}
+		if e := m.Check(cur.g); e != nil {
+			return nil, e
+		}
+	}
+	st := &state{g: cur.g, bs: cur.bs}
+	if m.Global != nil {
+		st.g = m.Global.Clone()
+	}
+	if len(m.NewBranches) == 0 && len(m.BranchUpdates) == 0 {
+		return st, nil
+	}
+	st.bs = append(make([]dtx.Branch, 0, len(cur.bs)+len(m.NewBranches)), cur.bs...)
+	for _, u := range m.BranchUpdates {
+		for j := range st.bs {
+			if st.bs[j].BranchID == u.BranchID && st.bs[j].Op == u.Op {
+				st.bs[j].Status, st.bs[j].FinishTime = u.Status, u.FinishTime
+			}
+		}
+	}
+next:
+	for _, nb := range m.NewBranches {
+		for _, b := range st.bs {
+			if b.BranchID == nb.BranchID && b.Op == nb.Op {
+				continue next // a retried registerBranch
+			}
+		}
+		nb.CreateTime = now
+		st.bs = append(st.bs, nb)
+	}
+	return st, nil
+}
+
+// put writes a transaction's whole state into bolt, replacing what is there.
+func put(tx *bolt.Tx, st *state) error {
+	old, err := getGlobal(tx, st.g.Gid)
+	if errors.Is(err, dtx.ErrNotFound) {
+		old = nil
+	} else if err != nil {
+		return err
+	}
+	if err := putGlobal(tx, old, st.g); err != nil {
+		return err
+	}
+	for i := range st.bs {
+		k := binary.BigEndian.AppendUint32(branchPrefix(st.g.Gid), uint32(i))
+		if err := putBranch(tx, k, &st.bs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkpointLocked writes the overlay into bolt in one (fsync'd) bolt
+// transaction and then empties the log. A crash between the two replays
+// records whose states bolt already has, which changes nothing.
+func (s *Store) checkpointLocked() error {
+	if len(s.overlay) == 0 {
+		if s.wal.off == walHeader {
+			return nil
+		}
+		return s.wal.reset()
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, st := range s.overlay {
+			if err := put(tx, st); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dtx bolt store: checkpoint: %w", err)
+	}
+	s.overlay = map[string]*state{}
+	if err := s.wal.reset(); err != nil {
+		return fmt.Errorf("dtx bolt store: empty the write-ahead log: %w", err)
+	}
+	return nil
+}
+
+// replayWAL moves the log's records into bolt at open: the log holds
+// exactly the acknowledged changes that the last checkpoint did not cover.
+func (s *Store) replayWAL() error {
+	rtx, err := s.db.Begin(false)
+	if err != nil {
+		return err
+	}
+	err = s.wal.replay(func(r *record) error {
+		base, ok := s.overlay[r.G.Gid]
+		if !ok {
+			var err error
+			if base, err = load(rtx, r.G.Gid); err != nil {
+				return err
+			}
+		}
+		st, err := r.apply(base)
+		if err != nil {
+			return err
+		}
+		s.overlay[r.G.Gid] = st
+		return nil
+	})
+	_ = rtx.Rollback()
+	if err != nil {
+		return err
+	}
+	if len(s.overlay) > 0 {
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			for _, st := range s.overlay {
+				if err := put(tx, st); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		s.overlay = map[string]*state{}
+	}
+	// Every intact record is in bolt now; a torn tail after them (a batch
+	// whose fdatasync never returned, so never acknowledged) goes too.
+	return s.wal.reset()
+}
+
+// checkpoint runs a checkpoint under the store's mutex; it is the step
+// before every operation that reads or writes bolt's indexes directly.
+func (s *Store) checkpoint() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkpointLocked()
+}
