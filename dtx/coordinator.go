@@ -18,13 +18,13 @@ import (
 
 // Coordinator drives global transactions. It is safe for concurrent use.
 type Coordinator struct {
-	cfg     Config
-	store   Store
-	commit  *committer
-	client  *http.Client
-	metrics *Metrics
-	log     *slog.Logger
-	urls    *reachability
+	cfg      Config
+	store    Store
+	commit   *committer
+	branches *branchClient
+	metrics  *Metrics
+	log      *slog.Logger
+	urls     *reachability
 
 	instance string // unique per process, prefix of every lease token
 	seq      atomic.Uint64
@@ -55,7 +55,7 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 		cfg:      cfg,
 		store:    store,
 		commit:   newCommitter(store, cfg.CommitWorkers, cfg.CommitBatch, m),
-		client:   &http.Client{Transport: tr},
+		branches: newBranchClient(&http.Client{Transport: tr}, 512),
 		metrics:  m,
 		log:      log,
 		urls:     newReachability(),
@@ -95,7 +95,7 @@ func (c *Coordinator) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	c.commit.close()
-	c.client.CloseIdleConnections()
+	c.branches.close()
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -239,34 +238,21 @@ func (c *Coordinator) doCall(ctx context.Context, g *Global, uri, branchID, op s
 	q.Set("op", op)
 	u.RawQuery = q.Encode()
 	method := http.MethodGet
-	var rd io.Reader
 	if len(body) > 0 {
-		method, rd = http.MethodPost, strings.NewReader(string(body))
+		method = http.MethodPost
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.requestTimeout(g))
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, method, u.String(), rd)
+	a, err := c.branches.do(ctx, method, u, body, g.Options.BranchHeaders, c.requestTimeout(g))
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range g.Options.BranchHeaders {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	s := string(data)
+	s := string(a.body)
 	switch {
-	case resp.StatusCode == http.StatusTooEarly || strings.Contains(s, ResultOngoing):
+	case a.status == http.StatusTooEarly || strings.Contains(s, ResultOngoing):
 		return ResultOngoing, nil
-	case resp.StatusCode == http.StatusConflict || strings.Contains(s, ResultFailure):
+	case a.status == http.StatusConflict || strings.Contains(s, ResultFailure):
 		return ResultFailure, nil
-	case resp.StatusCode != http.StatusOK:
-		return "", fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(oneLine(s, 200)))
+	case a.status != http.StatusOK:
+		return "", fmt.Errorf("HTTP %d: %s", a.status, strings.TrimSpace(oneLine(s, 200)))
 	}
 	return ResultSuccess, nil
 }

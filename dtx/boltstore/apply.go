@@ -19,15 +19,16 @@ type state struct {
 	bs []dtx.Branch
 }
 
-// The overlay is written into bolt (and the log emptied) by every Claim,
-// List, Purge and Close, which recovery calls once per poll interval, and
-// whenever it outgrows these bounds, so that memory and replay time stay small.
+// The overlay is written into bolt by a checkpoint before every Claim,
+// List and Purge (recovery claims once per poll interval), and in the
+// background whenever it outgrows these bounds.
 const (
 	maxOverlay = 20000
-	maxWAL     = 64 << 20
+	maxWAL     = int64(64 << 20)
 )
 
-// Apply evaluates the batch against the latest state (overlay, then bolt),
+// Apply evaluates the batch against the latest state (overlay, the states
+// being checkpointed, then bolt),
 // appends the new states of the changed transactions to the log in one
 // write and one fdatasync, and only then makes them visible. The store's
 // mutex is held throughout, so batches apply one at a time, in order.
@@ -51,7 +52,7 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 	for i, m := range muts {
 		cur, ok := next[m.Gid]
 		if !ok {
-			cur, ok = s.overlay[m.Gid]
+			cur, ok = s.latest(m.Gid)
 		}
 		if !ok {
 			if rtx == nil {
@@ -73,7 +74,7 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 			}
 			next[m.Gid] = st
 			var err error
-			if buf, err = s.wal.encode(buf, delta(cur, st, m)); err != nil {
+			if buf, err = s.wal().encode(buf, delta(cur, st, m)); err != nil {
 				return nil, fmt.Errorf("dtx bolt store: %w", err)
 			}
 		}
@@ -85,19 +86,23 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 	if len(order) == 0 {
 		return errs, nil
 	}
-	if err := s.wal.append(buf); err != nil {
+	if err := s.wal().append(buf); err != nil {
 		return nil, fmt.Errorf("dtx bolt store: write-ahead log: %w", err)
 	}
 	for _, gid := range order {
 		s.overlay[gid] = next[gid]
 	}
-	if len(s.overlay) >= maxOverlay || s.wal.off >= maxWAL {
-		// The batch is durable in the log already: a failed checkpoint
-		// leaves it there for the next one (or for replay), so the batch's
-		// outcome stands.
-		if err := s.checkpointLocked(); err != nil {
-			s.log("checkpoint", err)
-		}
+	if (len(s.overlay) >= maxOverlay || s.wal().off >= maxWAL) && !s.cpKicked {
+		s.cpKicked = true
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			// The batch is durable in the log already: a failed checkpoint
+			// leaves it there for the next one (or for replay).
+			if err := s.checkpoint(); err != nil {
+				s.log("checkpoint", err)
+			}
+		}()
 	}
 	return errs, nil
 }
@@ -179,84 +184,4 @@ func put(tx *bolt.Tx, st *state) error {
 		}
 	}
 	return nil
-}
-
-// checkpointLocked writes the overlay into bolt in one (fsync'd) bolt
-// transaction and then empties the log. A crash between the two replays
-// records whose states bolt already has, which changes nothing.
-func (s *Store) checkpointLocked() error {
-	if len(s.overlay) == 0 {
-		if s.wal.off == walHeader {
-			return nil
-		}
-		return s.wal.reset()
-	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, st := range s.overlay {
-			if err := put(tx, st); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("dtx bolt store: checkpoint: %w", err)
-	}
-	s.overlay = map[string]*state{}
-	if err := s.wal.reset(); err != nil {
-		return fmt.Errorf("dtx bolt store: empty the write-ahead log: %w", err)
-	}
-	return nil
-}
-
-// replayWAL moves the log's records into bolt at open: the log holds
-// exactly the acknowledged changes that the last checkpoint did not cover.
-func (s *Store) replayWAL() error {
-	rtx, err := s.db.Begin(false)
-	if err != nil {
-		return err
-	}
-	err = s.wal.replay(func(r *record) error {
-		base, ok := s.overlay[r.G.Gid]
-		if !ok {
-			var err error
-			if base, err = load(rtx, r.G.Gid); err != nil {
-				return err
-			}
-		}
-		st, err := r.apply(base)
-		if err != nil {
-			return err
-		}
-		s.overlay[r.G.Gid] = st
-		return nil
-	})
-	_ = rtx.Rollback()
-	if err != nil {
-		return err
-	}
-	if len(s.overlay) > 0 {
-		if err := s.db.Update(func(tx *bolt.Tx) error {
-			for _, st := range s.overlay {
-				if err := put(tx, st); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		s.overlay = map[string]*state{}
-	}
-	// Every intact record is in bolt now; a torn tail after them (a batch
-	// whose fdatasync never returned, so never acknowledged) goes too.
-	return s.wal.reset()
-}
-
-// checkpoint runs a checkpoint under the store's mutex; it is the step
-// before every operation that reads or writes bolt's indexes directly.
-func (s *Store) checkpoint() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.checkpointLocked()
 }

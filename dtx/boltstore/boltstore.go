@@ -1,9 +1,10 @@
 // Package boltstore is the embedded single-node dtx store: one bbolt file
-// and a write-ahead log beside it, so `sluice dtx serve` runs without a
-// database. An Apply (one group commit of the coordinator) is one append to
-// the log and one fdatasync before it returns; the new states are then
-// served from memory and written into bolt in bulk by checkpoints, which
-// recovery's once-a-second Claim triggers. Open replays the log.
+// and a write-ahead log beside it (two files), so `sluice dtx serve` runs
+// without a database. An Apply (one group commit of the coordinator) is one
+// append to the log and one fdatasync before it returns; the new states
+// are then served from memory and written into bolt in bulk by
+// checkpoints, which run beside Apply and which recovery's once-a-second
+// Claim triggers. Open replays the log.
 package boltstore
 
 import (
@@ -38,11 +39,18 @@ type Store struct {
 	db *bolt.DB
 
 	// mu orders every write: Apply (log + overlay) and the operations
-	// that write bolt directly after a checkpoint (Claim, Purge, ResetLeases).
-	mu      sync.Mutex
-	wal     *wal
-	overlay map[string]*state // gid -> state newer than bolt's, durable in the log
-	closed  bool
+	// that write bolt directly after a checkpoint (Claim, Purge,
+	// ResetLeases); it is not held while a checkpoint writes bolt.
+	mu       sync.Mutex
+	wals     [2]*wal
+	active   int               // index in wals of the file appended to
+	overlay  map[string]*state // gid -> state newer than bolt's, durable in the active file
+	frozen   map[string]*state // states a running checkpoint is writing into bolt
+	closed   bool
+	cpKicked bool // a background checkpoint was started and has not run yet
+
+	cpMu sync.Mutex     // one checkpoint (or direct bolt write) at a time
+	bg   sync.WaitGroup // background checkpoints
 }
 
 // Open opens (creating if needed) the store file. Only one process can have
@@ -75,37 +83,58 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open dtx store %s: %w", path, err)
 	}
 	// bolt's file lock (held above) also guards the log.
-	w, err := openWAL(path + "-wal")
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open dtx store log %s-wal: %w", path, err)
+	s := &Store{db: db, overlay: map[string]*state{}}
+	for i := range s.wals {
+		if s.wals[i], err = openWAL(fmt.Sprintf("%s-wal.%d", path, i)); err != nil {
+			s.closeFiles()
+			return nil, fmt.Errorf("open dtx store log %s-wal.%d: %w", path, i, err)
+		}
 	}
-	s := &Store{db: db, wal: w, overlay: map[string]*state{}}
 	if err := s.replayWAL(); err != nil {
-		w.close()
-		db.Close()
+		s.closeFiles()
 		return nil, fmt.Errorf("open dtx store %s: replay the write-ahead log: %w", path, err)
 	}
 	return s, nil
 }
 
-// Close writes the overlay into bolt and closes both files.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	err := s.checkpointLocked()
-	if cerr := s.wal.close(); err == nil {
-		err = cerr
+func (s *Store) closeFiles() error {
+	var err error
+	for _, w := range s.wals {
+		if w != nil {
+			if cerr := w.close(); err == nil {
+				err = cerr
+			}
+		}
 	}
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
+
+// Close writes the overlay into bolt and closes the files.
+func (s *Store) Close() error {
+	s.cpMu.Lock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.cpMu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	err := s.checkpointCP()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cpMu.Unlock()
+	s.bg.Wait()
+	if cerr := s.closeFiles(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+var errClosed = errors.New("dtx bolt store: closed")
 
 func (s *Store) log(what string, err error) {
 	slog.Error("dtx bolt store: "+what+" failed; the write-ahead log keeps the changes", "err", err)
@@ -198,8 +227,11 @@ func putBranch(tx *bolt.Tx, key []byte, b *dtx.Branch) error {
 // Get returns a transaction and its branches.
 func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch, error) {
 	s.mu.Lock()
-	if st, ok := s.overlay[gid]; ok {
+	if st, ok := s.latest(gid); ok {
 		s.mu.Unlock()
+		if st.g == nil {
+			return nil, nil, dtx.ErrNotFound
+		}
 		return st.g.Clone(), append([]dtx.Branch(nil), st.bs...), nil
 	}
 	s.mu.Unlock()
@@ -217,14 +249,18 @@ func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch,
 }
 
 // Claim leases due transactions.
+// After a checkpoint bolt's due index covers every state older than the
+// overlay; a transaction changed since is skipped (its lease or next retry
+// time is newer) and looked at again by the next Claim. The bolt write
+// holds s.mu, so that Apply never judges a precondition against a row
+// that Claim is changing.
 func (s *Store) Claim(ctx context.Context, token string, now, leaseUntil time.Time, limit int) ([]*dtx.Global, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.checkpointLocked(); err != nil {
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	if err := s.checkpointCP(); err != nil {
 		return nil, err
 	}
-	var out []*dtx.Global
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	due := func(tx *bolt.Tx) []string {
 		c := tx.Bucket(bDue).Cursor()
 		end := uint64(now.UnixNano())
 		var gids []string
@@ -232,9 +268,25 @@ func (s *Store) Claim(ctx context.Context, token string, now, leaseUntil time.Ti
 			if binary.BigEndian.Uint64(k[:8]) > end {
 				break
 			}
-			gids = append(gids, string(k[8:]))
+			if _, newer := s.overlay[string(k[8:])]; !newer {
+				gids = append(gids, string(k[8:]))
+			}
 		}
-		for _, gid := range gids {
+		return gids
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	// Most polls find nothing due: look before paying for a bolt commit.
+	var any bool
+	if err := s.db.View(func(tx *bolt.Tx) error { any = len(due(tx)) > 0; return nil }); err != nil || !any {
+		return nil, err
+	}
+	var out []*dtx.Global
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, gid := range due(tx) {
 			cur, err := getGlobal(tx, gid)
 			if err != nil {
 				return err
@@ -254,16 +306,23 @@ func (s *Store) Claim(ctx context.Context, token string, now, leaseUntil time.Ti
 // ResetLeases drops every lease: only one process can open the file, so a
 // lease found at start-up belonged to a coordinator that is gone.
 func (s *Store) ResetLeases(ctx context.Context) error {
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	if err := s.checkpointCP(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.checkpointLocked(); err != nil {
-		return err
+	if s.closed {
+		return errClosed
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		var gids []string
 		c := tx.Bucket(bDue).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			gids = append(gids, string(k[8:]))
+			if _, newer := s.overlay[string(k[8:])]; !newer {
+				gids = append(gids, string(k[8:]))
+			}
 		}
 		for _, gid := range gids {
 			cur, err := getGlobal(tx, gid)
@@ -311,13 +370,12 @@ func (s *Store) List(ctx context.Context, after string, limit int, status, trans
 
 // Purge removes finished transactions that finished before `before`.
 func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.checkpointLocked(); err != nil {
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	if err := s.checkpointCP(); err != nil {
 		return 0, err
 	}
-	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	expired := func(tx *bolt.Tx) [][]byte {
 		c := tx.Bucket(bFinished).Cursor()
 		end := uint64(before.UnixNano())
 		var fin [][]byte
@@ -325,8 +383,24 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 			if binary.BigEndian.Uint64(k[:8]) >= end {
 				break
 			}
-			fin = append(fin, append([]byte(nil), k...))
+			if _, newer := s.overlay[string(k[8:])]; !newer {
+				fin = append(fin, append([]byte(nil), k...))
+			}
 		}
+		return fin
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, errClosed
+	}
+	var any bool
+	if err := s.db.View(func(tx *bolt.Tx) error { any = len(expired(tx)) > 0; return nil }); err != nil || !any {
+		return 0, err
+	}
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		fin := expired(tx)
 		for _, k := range fin {
 			gid := string(k[8:])
 			keys, _, err := branches(tx, gid)

@@ -17,13 +17,16 @@ import (
 // already, that fdatasync flushes data only, with no file-system journal
 // commit for a changed length.
 //
-// Layout: a header block holding the current epoch, then records
+// Layout: a header block holding the file's epoch, then records
 // [len uint32][crc32c uint32][epoch uint64][JSON], the CRC covering epoch
-// and JSON. reset (after a checkpoint) bumps the epoch instead of zeroing
-// the file: replay reads records while they are intact and carry the
-// header's epoch, so older records left behind are never replayed, and a
-// torn record (from a batch whose fdatasync never returned, so never
-// acknowledged) ends the log.
+// and JSON. The store keeps two such files and appends to one while a
+// checkpoint moves the other's states into bolt. reset (when a file becomes
+// the one appended to) gives it a new, larger epoch instead of zeroing it:
+// replay reads records while they are intact and carry the header's epoch,
+// so older records left behind are never replayed, and a torn record (from
+// a batch whose fdatasync never returned, so never acknowledged) ends the
+// log. retire (once a checkpoint has its states) writes epoch 0: nothing
+// in the file is replayed any more.
 type wal struct {
 	f     *os.File
 	epoch uint64
@@ -117,18 +120,39 @@ func (w *wal) grow(n int64) error {
 	return nil
 }
 
-// reset starts a new epoch once every record is durable in bolt: the
-// header's epoch is what makes the old records dead.
-func (w *wal) reset() error {
+// reset starts the file over with epoch, which must be larger than any
+// epoch either file had. Its old records are dead (in bolt already).
+func (w *wal) reset(epoch uint64) error {
 	if w.broken != nil {
 		return w.broken
 	}
 	if err := w.grow(walHeader + walGrow); err != nil {
 		return err
 	}
-	// Epochs come from the clock, so that even after a torn header (read
-	// as epoch 0) the new epoch matches no record left in the file.
-	w.epoch = max(w.epoch+1, uint64(time.Now().UnixNano()))
+	if err := w.setEpoch(epoch); err != nil {
+		return err
+	}
+	w.off = walHeader
+	return nil
+}
+
+// retire marks every record in the file dead.
+func (w *wal) retire() error {
+	if w.broken != nil {
+		return w.broken
+	}
+	return w.setEpoch(0)
+}
+
+// nextEpoch is a new epoch above after. Epochs come from the clock, so
+// that even after a torn header (read as epoch 0) a new epoch matches no
+// record left in the file.
+func nextEpoch(after uint64) uint64 {
+	return max(after+1, uint64(time.Now().UnixNano()))
+}
+
+func (w *wal) setEpoch(epoch uint64) error {
+	w.epoch = epoch
 	var h [16]byte
 	binary.LittleEndian.PutUint32(h[:4], walMagic)
 	binary.LittleEndian.PutUint64(h[4:12], w.epoch)
@@ -140,14 +164,13 @@ func (w *wal) reset() error {
 		w.broken = fmt.Errorf("write-ahead log unusable after a failed sync; restart the coordinator: %w", err)
 		return err
 	}
-	w.off = walHeader
 	return nil
 }
 
 // replay calls fn for each intact record of the current epoch, in order.
 func (w *wal) replay(fn func(*record) error) error {
 	if w.epoch == 0 {
-		return nil // a new file, or a header torn by a reset: nothing to replay
+		return nil // new, retired, or a header torn by a reset or retire: nothing to replay
 	}
 	off := int64(walHeader)
 	var h [recHeader]byte

@@ -21,10 +21,7 @@ func crash(t *testing.T, s *Store) {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	if err := s.wal.close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.db.Close(); err != nil {
+	if err := s.closeFiles(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -68,19 +65,19 @@ func TestWALSurvivesCrash(t *testing.T) {
 	// (no body, branch status changes only).
 	g2b := g2.Clone()
 	g2b.Status, g2b.Owner = dtx.StatusAborting, "o2"
-	before := s.wal.off
+	before := s.wal().off
 	mustApply(t, s, &dtx.Mutation{Gid: "g2", Global: g2b, IfOwner: "o",
 		BranchUpdates: []dtx.BranchUpdate{{BranchID: "01", Op: dtx.OpAction, Status: dtx.StatusFailed, FinishTime: now}}})
-	if n := s.wal.off - before; n > 600 {
+	if n := s.wal().off - before; n > 600 {
 		t.Errorf("the delta record took %d bytes", n)
 	}
 	// A batch torn by the crash: a record of this epoch promising more
 	// than was written.
-	torn, err := s.wal.encode(nil, &record{G: saga("g3", dtx.StatusSubmitted, "o", now)})
+	torn, err := s.wal().encode(nil, &record{G: saga("g3", dtx.StatusSubmitted, "o", now)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.wal.f.WriteAt(torn[:len(torn)-5], s.wal.off); err != nil {
+	if _, err := s.wal().f.WriteAt(torn[:len(torn)-5], s.wal().off); err != nil {
 		t.Fatal(err)
 	}
 	crash(t, s)
@@ -90,8 +87,8 @@ func TestWALSurvivesCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.wal.off != walHeader {
-		t.Errorf("log not emptied by the replay: next record at %d", s.wal.off)
+	if s.wal().off != walHeader {
+		t.Errorf("log not emptied by the replay: next record at %d", s.wal().off)
 	}
 	if _, _, err := s.Get(context.Background(), "g3"); !errors.Is(err, dtx.ErrNotFound) {
 		t.Errorf("torn record replayed: %v", err)
@@ -177,5 +174,41 @@ func TestOldEpochNotReplayed(t *testing.T) {
 	defer s.Close()
 	if g, _, err := s.Get(ctx, "y"); err != nil || g.Owner != "t2" {
 		t.Errorf("after the crash: %+v %v (want the claim's owner t2)", g, err)
+	}
+}
+
+// TestCrashDuringCheckpoint: a crash after a checkpoint switched files but
+// before bolt had the frozen states replays both files, older first, and
+// states are readable from the frozen set meanwhile.
+func TestCrashDuringCheckpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dtx.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now().UTC()
+	g := saga("z", dtx.StatusSubmitted, "o", now)
+	mustApply(t, s, &dtx.Mutation{Gid: "z", Create: true, Global: g, NewBranches: dtx.GenBranches(g)})
+	if _, frozen, err := s.freeze(); err != nil || len(frozen) != 1 {
+		t.Fatalf("freeze: %v %v", frozen, err)
+	}
+	if got, _, err := s.Get(ctx, "z"); err != nil || got.Status != dtx.StatusSubmitted {
+		t.Errorf("read while frozen: %+v %v", got, err)
+	}
+	// An update judged against the frozen state, logged in the other file.
+	up := g.Clone()
+	up.Status = dtx.StatusAborting
+	mustApply(t, s, &dtx.Mutation{Gid: "z", Global: up, IfStatus: []string{dtx.StatusSubmitted}, IfOwner: "o",
+		BranchUpdates: []dtx.BranchUpdate{{BranchID: "01", Op: dtx.OpAction, Status: dtx.StatusFailed, FinishTime: now}}})
+	crash(t, s)
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, bs, err := s.Get(ctx, "z")
+	if err != nil || got.Status != dtx.StatusAborting || len(got.Steps) != 1 || len(bs) != 2 || bs[1].Status != dtx.StatusFailed {
+		t.Errorf("after the crash: %+v %+v %v", got, bs, err)
 	}
 }
