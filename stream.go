@@ -52,4 +52,7 @@ type StreamItem struct {
 	SchemaState []byte
 	// Source is the source statement of a DDL, for messages.
 	Source string
+	// Tables are the target tables a DDL names, routed (ItemDDL; empty for
+	// statements on whole schemas).
+	Tables []TableRef
 }

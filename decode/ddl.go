@@ -61,6 +61,7 @@ func (d *Decoder) routeSchema(s string) string {
 // understood, so an unsupported statement leaves nothing half-applied.
 func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32) error {
 	d.ddlGroup = false
+	d.ddlTables = nil
 	stmts, err := d.tracker.Parse(q)
 	if err != nil {
 		for _, p := range nonDDLPrefixes {
@@ -85,7 +86,7 @@ func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32) e
 	if len(out) == 0 && d.tracker.Version() == verBefore {
 		return nil
 	}
-	item := sluice.StreamItem{Kind: sluice.ItemDDL, GTID: d.gtid, Timestamp: ts, End: d.endPos(pos), DDL: out, Source: q}
+	item := sluice.StreamItem{Kind: sluice.ItemDDL, GTID: d.gtid, Timestamp: ts, End: d.endPos(pos), DDL: out, Source: q, Tables: d.ddlTables}
 	if defaultSchema != "" && d.schemaSelected(defaultSchema) {
 		item.Schema = d.routeSchema(defaultSchema)
 	}
@@ -253,6 +254,7 @@ func (d *Decoder) restoreRouted(def string, st ast.StmtNode, names []*ast.TableN
 	for _, tn := range names {
 		to := d.route(schema.RefOf(tn, def))
 		tn.Schema, tn.Name = ast.NewCIStr(to.Schema), ast.NewCIStr(to.Name)
+		d.ddlTables = append(d.ddlTables, to)
 	}
 	return restore(st)
 }

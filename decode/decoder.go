@@ -73,8 +73,9 @@ type Decoder struct {
 	tracker *schema.Tracker
 
 	inTxn     bool
-	gtid      string // GTID of the current group
-	ddlGroup  bool   // the current group is a standalone (DDL) group
+	gtid      string            // GTID of the current group
+	ddlGroup  bool              // the current group is a standalone (DDL) group
+	ddlTables []sluice.TableRef // target tables named by the DDL being decoded
 	maria     map[uint32]mysql.MariadbGTID
 	mysqlSet  *mysql.MysqlGTIDSet
 	gtidPos   string // formatted GTID position after the last finished group

@@ -217,11 +217,11 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 			total += int64(len(s.Plan) - pending)
 			pending, started = len(s.Plan), false
 		}
+		if err := l.meta.savePlan(ctx, tgt, s.Table.Ref, s.Plan, l.snap); err != nil {
+			return fmt.Errorf("load: save plan of %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
+		}
 		if err := l.prepareTable(ctx, s.Table, tgt, started); err != nil {
 			return err
-		}
-		if err := l.meta.savePlan(ctx, tgt, s.Table.Ref, s.Plan); err != nil {
-			return fmt.Errorf("load: save plan of %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
 		}
 		whole := l.cfg.CommitUnit == CommitTable ||
 			l.cfg.CommitUnit == CommitAuto && !started && len(s.Plan) <= l.cfg.BulkMaxChunks

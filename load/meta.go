@@ -28,15 +28,17 @@ func (m meta) ensure(ctx context.Context) error {
 		}
 	}
 	// Checkpoint tables made by a sluice older than per-chunk snapshots
-	// lack the column; their chunks count as read at the task's first
-	// snapshot, which is what that sluice did.
-	var n int
-	if err := m.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'load_checkpoint' AND COLUMN_NAME = 'snapshot'", m.schema).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		if _, err := m.db.ExecContext(ctx, "ALTER TABLE "+m.table("load_checkpoint")+" ADD COLUMN snapshot LONGTEXT NULL AFTER bytes"); err != nil {
+	// lack these columns; their chunks and plans count as read at the
+	// task's first snapshot, which is what that sluice did.
+	for _, c := range [][2]string{{"load_checkpoint", "bytes"}, {"load_plan", "plan"}} {
+		var n int
+		if err := m.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COLUMN_NAME = 'snapshot'", m.schema, c[0]).Scan(&n); err != nil {
 			return err
+		}
+		if n == 0 {
+			if _, err := m.db.ExecContext(ctx, "ALTER TABLE "+m.table(c[0])+" ADD COLUMN snapshot LONGTEXT NULL AFTER "+c[1]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -92,13 +94,16 @@ func (m meta) plans(ctx context.Context) (map[string]dumpfmt.Plan, error) {
 }
 
 // savePlan stores a table's plan unless one is stored already: the first
-// run's plan wins, so every run cuts the same chunks.
-func (m meta) savePlan(ctx context.Context, tbl sluice.TableRef, src sluice.TableRef, p dumpfmt.Plan) error {
+// run's plan wins, so every run cuts the same chunks. snap is the run's
+// snapshot position: the target table's definition is from it (the plan is
+// saved before the table is created), which replication needs to know
+// whether a DDL is already in the table.
+func (m meta) savePlan(ctx context.Context, tbl sluice.TableRef, src sluice.TableRef, p dumpfmt.Plan, snap string) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	_, err = m.db.ExecContext(ctx, "INSERT IGNORE INTO "+m.table("load_plan")+" (task, tbl, source_tbl, plan) VALUES (?, ?, ?, ?)", m.task, tblKey(tbl), tblKey(src), string(b))
+	_, err = m.db.ExecContext(ctx, "INSERT IGNORE INTO "+m.table("load_plan")+" (task, tbl, source_tbl, plan, snapshot) VALUES (?, ?, ?, ?, ?)", m.task, tblKey(tbl), tblKey(src), string(b), snap)
 	return err
 }
 

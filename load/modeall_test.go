@@ -58,6 +58,15 @@ func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable strin
 		t.Fatalf("the kill was not mid-way: %d of %d chunks done", done, total)
 	}
 	t.Logf("killed after %d chunks: %s", done, partial(t, dst, task))
+	// DDL while the copy is stopped: a new table, which the rerun copies
+	// whole (its CREATE and its first rows must be skipped), and, when the
+	// keyless table was copied by the first run, an index for it, which
+	// replication must add.
+	sandboxtest.MustExec(t, src, "CREATE TABLE "+schema+".fresh (id INT PRIMARY KEY, v INT)",
+		"INSERT INTO "+schema+".fresh SELECT seq, seq FROM "+schema+".seq_1_to_100")
+	if laterTable == "" {
+		sandboxtest.MustExec(t, src, "ALTER TABLE "+schema+".nokey ADD INDEX a (a)")
+	}
 
 	cmd := exec.Command(sluiceBin, "migrate", "--config", cfg, "--mode", "all", "--commit-unit", "chunk")
 	var out syncBuffer
@@ -76,6 +85,7 @@ func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable strin
 	// Writes go on while the rerun copies and starts replicating.
 	waitFor(t, exited, &out, "replication to start", func() bool { return strings.Contains(out.String(), "replicate "+task+":") })
 	time.Sleep(2 * time.Second)
+	sandboxtest.MustExec(t, src, "INSERT INTO "+schema+".fresh SELECT seq, seq FROM "+schema+".seq_101_to_200", "UPDATE "+schema+".fresh SET v = -v WHERE id <= 10")
 	stopWrites()
 	var gtid string
 	if err := src.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
@@ -112,7 +122,16 @@ func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable strin
 	if o, e, code := sluice(t, "verify", "--config", cfg); code != 0 {
 		t.Fatalf("verify after the resumed --mode all: exit %d\n%s%s", code, o, e)
 	}
-	for _, tb := range []string{"big", "comp", "nokey", "uq"} {
+	if laterTable == "" {
+		var idx int
+		if err := dst.QueryRow("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'nokey' AND INDEX_NAME = 'a'", copySchema).Scan(&idx); err != nil {
+			t.Fatal(err)
+		}
+		if idx == 0 {
+			t.Errorf("the index added to nokey while the copy was stopped is missing on the target")
+		}
+	}
+	for _, tb := range []string{"big", "comp", "nokey", "uq", "fresh"} {
 		a, b := tableRows(t, src, schema, tb), tableRows(t, dst, copySchema, tb)
 		if strings.Join(a, "\n") != strings.Join(b, "\n") {
 			t.Errorf("%s: %d rows on the source, %d on the target, contents differ", tb, len(a), len(b))

@@ -43,6 +43,29 @@ func CopySnapshots(ctx context.Context, db *sql.DB, metaSchema, task string) ([]
 	if err != nil {
 		return nil, err
 	}
+	created := map[string]sluice.Position{}
+	prow, err := db.QueryContext(ctx, "SELECT tbl, snapshot FROM "+m.table("load_plan")+" WHERE task = ?", task)
+	if err != nil {
+		return nil, err
+	}
+	for prow.Next() {
+		var tbl string
+		var s sql.NullString
+		if err := prow.Scan(&tbl, &s); err != nil {
+			prow.Close()
+			return nil, err
+		}
+		p, err := snapshotOr(s, first)
+		if err != nil {
+			prow.Close()
+			return nil, fmt.Errorf("snapshot of the plan of %s: %w", tbl, err)
+		}
+		created[tbl] = p
+	}
+	prow.Close()
+	if err := prow.Err(); err != nil {
+		return nil, err
+	}
 	rows, err := db.QueryContext(ctx, "SELECT tbl, chunk, snapshot FROM "+m.table("load_checkpoint")+" WHERE task = ?", task)
 	if err != nil {
 		return nil, err
@@ -55,11 +78,9 @@ func CopySnapshots(ctx context.Context, db *sql.DB, metaSchema, task string) ([]
 		if err := rows.Scan(&k.tbl, &k.index, &s); err != nil {
 			return nil, err
 		}
-		p := first // written before chunks had their own snapshot
-		if s.Valid && s.String != "" {
-			if err := json.Unmarshal([]byte(s.String), &p); err != nil {
-				return nil, fmt.Errorf("snapshot of %s chunk %d: %w", k.tbl, k.index, err)
-			}
+		p, err := snapshotOr(s, first)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of %s chunk %d: %w", k.tbl, k.index, err)
 		}
 		snaps[k] = p
 	}
@@ -68,7 +89,7 @@ func CopySnapshots(ctx context.Context, db *sql.DB, metaSchema, task string) ([]
 	}
 	out := make([]snapfilter.Table, 0, len(plans))
 	for tbl, plan := range plans {
-		t := snapfilter.Table{Name: tbl}
+		t := snapfilter.Table{Name: tbl, Created: created[tbl]}
 		for _, c := range plan {
 			p, ok := snaps[chunkKey{tbl, c.Index}]
 			if !ok {
@@ -86,4 +107,15 @@ func CopySnapshots(ctx context.Context, db *sql.DB, metaSchema, task string) ([]
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// snapshotOr decodes a stored snapshot position; rows written before
+// positions were stored per chunk and plan (NULL) have the task's first.
+func snapshotOr(s sql.NullString, first sluice.Position) (sluice.Position, error) {
+	if !s.Valid || s.String == "" {
+		return first, nil
+	}
+	var p sluice.Position
+	err := json.Unmarshal([]byte(s.String), &p)
+	return p, err
 }

@@ -210,7 +210,11 @@ func (t *Task) startPosition(ctx context.Context, db *sql.DB, start *sluice.Posi
 	if err := binlog.CheckPosition(info, want, t.cfg.Source); err != nil {
 		return pos, err
 	}
-	if err := a.Seed(ctx, want, nil); err != nil {
+	state, err := seedSchema(ctx, t.cfg, db)
+	if err != nil {
+		return pos, err
+	}
+	if err := a.Seed(ctx, want, state); err != nil {
 		return pos, dbconn.Classify(err, "target", t.cfg.Target)
 	}
 	t.logf("new task: starts at %s", want)
@@ -354,9 +358,33 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 		t.retireApplier(a)
 	}()
 	t.setStage(StageRunning, nil)
+	// The reader waits while the source is idle; an applier that fails
+	// meanwhile must still stop the loop, or the task would look running
+	// with its last transactions unapplied.
+	rctx, stopRead := context.WithCancel(ctx)
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for a.Err() == nil {
+			select {
+			case <-rctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+		stopRead()
+	}()
+	defer watch.Wait()
+	defer stopRead()
 	for {
-		ev, p, err := r.Next(ctx)
+		ev, p, err := r.Next(rctx)
 		if err != nil {
+			if aerr := a.Err(); aerr != nil && ctx.Err() == nil {
+				return aerr
+			}
 			return err
 		}
 		t.events.Add(1)

@@ -62,7 +62,8 @@ func identLen(s string) (int, error) {
 
 // CheckpointDDL creates the schema and tables where load keeps its state in
 // the target: the chunk plan per task and table (so a resumed run cuts the
-// same chunks), one row per loaded chunk (committed in the same
+// same chunks) with the snapshot position of the run that made it (and the
+// target table), one row per loaded chunk (committed in the same
 // transaction as the chunk's rows, with the snapshot position the chunk was
 // read at), the task's first snapshot position, and the tables being
 // emptied for a reload (load_reset).
@@ -71,7 +72,7 @@ func CheckpointDDL(schema string) []string {
 	return []string{
 		"CREATE DATABASE IF NOT EXISTS " + q,
 		"CREATE TABLE IF NOT EXISTS " + q + ".load_task (task VARCHAR(255) NOT NULL PRIMARY KEY, position LONGTEXT NOT NULL, started TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), finished TIMESTAMP(6) NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-		"CREATE TABLE IF NOT EXISTS " + q + ".load_plan (task VARCHAR(255) NOT NULL, tbl VARCHAR(400) NOT NULL, source_tbl VARCHAR(400) NOT NULL, plan LONGTEXT NOT NULL, created TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), PRIMARY KEY (task, tbl)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+		"CREATE TABLE IF NOT EXISTS " + q + ".load_plan (task VARCHAR(255) NOT NULL, tbl VARCHAR(400) NOT NULL, source_tbl VARCHAR(400) NOT NULL, plan LONGTEXT NOT NULL, snapshot LONGTEXT NULL, created TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), PRIMARY KEY (task, tbl)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 		"CREATE TABLE IF NOT EXISTS " + q + ".load_checkpoint (task VARCHAR(255) NOT NULL, tbl VARCHAR(400) NOT NULL, chunk INT NOT NULL, `rows` BIGINT NOT NULL, bytes BIGINT NOT NULL, snapshot LONGTEXT NULL, done_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), PRIMARY KEY (task, tbl, chunk)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 		"CREATE TABLE IF NOT EXISTS " + q + ".load_reset (task VARCHAR(255) NOT NULL, tbl VARCHAR(400) NOT NULL, PRIMARY KEY (task, tbl)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 	}

@@ -42,10 +42,12 @@ type Chunk struct {
 }
 
 // Table is one copied target table (Name is its quoted `schema`.`table`)
-// and its chunks.
+// and its chunks. Created is the snapshot of the run that planned it, which
+// made the target table: its definition is the source's at that position.
 type Table struct {
-	Name   string
-	Chunks []Chunk
+	Name    string
+	Chunks  []Chunk
+	Created sluice.Position
 }
 
 // Filter decides which replicated changes a multi-snapshot copy already
@@ -71,8 +73,9 @@ type snapshot struct {
 }
 
 type table struct {
-	name   string
-	single *snapshot // every chunk has this snapshot
+	name    string
+	created *snapshot
+	single  *snapshot // every chunk has this snapshot
 	// Otherwise, chunks in key order with their upper bounds.
 	his    [][]*big.Int // nil entry: open (the last chunk)
 	snapOf []*snapshot
@@ -103,6 +106,10 @@ func New(tables []Table) (*Filter, error) {
 		chunks := append([]Chunk(nil), tb.Chunks...)
 		sort.Slice(chunks, func(i, j int) bool { return chunks[i].Index < chunks[j].Index })
 		t := &table{name: tb.Name}
+		var err error
+		if t.created, err = snapOf(tb.Created); err != nil {
+			return nil, fmt.Errorf("snapshot of %s: %w", tb.Name, err)
+		}
 		mixed := false
 		for _, c := range chunks {
 			s, err := snapOf(c.Pos)
@@ -238,13 +245,11 @@ func (f *Filter) Item(it *sluice.StreamItem, pos sluice.Position) (bool, error) 
 		f.decided = false
 		switch {
 		case f.inAll:
-			return false, nil // every copied table was read after it
-		case f.inAny:
-			return false, &sluice.Error{Op: "replicate after the full copy",
-				Err:  fmt.Errorf("%w: DDL %q ran on the source while the interrupted full copy was stopped, so some copied tables have it and some do not", sluice.ErrUnsupportedDDL, oneLine(it.Source)),
-				Hint: "drop the copied tables and the task's rows in sluice_meta on the target and run sluice migrate --mode all again"}
+			return false, nil // every copied table was made and read after it
+		case !f.inAny:
+			return true, nil
 		}
-		return true, nil
+		return f.ddlBetween(it)
 	case sluice.ItemRows:
 		if !f.decided {
 			if err := f.decide(pos); err != nil {
@@ -266,6 +271,61 @@ func (f *Filter) Item(it *sluice.StreamItem, pos sluice.Position) (bool, error) 
 		return len(out) > 0, nil
 	}
 	return true, nil
+}
+
+// ddlBetween decides a DDL that ran between the copy's first and last
+// snapshot. It is applied when every table it names was made and read
+// wholly before it, and skipped when every one was made and read after it.
+// A table in between (made before, some rows read after, as a resumed copy
+// leaves it) is refused: an index-only change would have to be applied and
+// a TRUNCATE or DROP skipped, and only a fresh copy is right for both.
+func (f *Filter) ddlBetween(it *sluice.StreamItem) (bool, error) {
+	refuse := func(what string) (bool, error) {
+		return false, &sluice.Error{Op: "replicate after the full copy",
+			Err:  fmt.Errorf("%w: DDL %q ran on the source while the interrupted full copy was stopped, and %s", sluice.ErrUnsupportedDDL, oneLine(it.Source), what),
+			Hint: "drop the copied tables and the task's rows in sluice_meta on the target and run sluice migrate --mode all again"}
+	}
+	if len(it.Tables) == 0 {
+		if q := strings.ToUpper(strings.Join(strings.Fields(it.Source), " ")); strings.HasPrefix(q, "DROP DATABASE") || strings.HasPrefix(q, "DROP SCHEMA") {
+			return refuse("it drops a schema that the copy read in part")
+		}
+		return true, nil
+	}
+	before, after := 0, 0
+	for _, ref := range it.Tables {
+		t := f.tables[ref.Quoted()]
+		if t == nil {
+			before++ // not copied: the target follows the stream alone
+			continue
+		}
+		some, all := t.chunksContain()
+		switch {
+		case !t.created.contain && !some:
+			before++
+		case t.created.contain && all:
+			after++
+		default:
+			return refuse(t.name + " was copied partly before and partly after it")
+		}
+	}
+	if before > 0 && after > 0 {
+		return refuse("it names tables copied before it and tables copied after it")
+	}
+	return after == 0, nil
+}
+
+// chunksContain reports whether any and whether all of t's chunks contain
+// the open transaction.
+func (t *table) chunksContain() (some, all bool) {
+	if t.single != nil {
+		return t.single.contain, t.single.contain
+	}
+	all = true
+	for _, s := range t.snapOf {
+		some = some || s.contain
+		all = all && s.contain
+	}
+	return some, all
 }
 
 func oneLine(s string) string {

@@ -34,8 +34,13 @@ func intTable(name string) *sluice.Table {
 func mixedFilter(t *testing.T) *Filter {
 	t.Helper()
 	f, err := New([]Table{
-		{Name: "`s`.`m`", Chunks: []Chunk{{Index: 0, Hi: key("100"), Pos: p1}, {Index: 1, Lo: key("100"), Hi: key("200"), Pos: p2}, {Index: 2, Lo: key("200"), Pos: p1}}},
-		{Name: "`s`.`one`", Chunks: []Chunk{{Index: 0, Pos: p2}}},
+		{Name: "`s`.`m`", Created: p1, Chunks: []Chunk{{Index: 0, Hi: key("100"), Pos: p1}, {Index: 1, Lo: key("100"), Hi: key("200"), Pos: p2}, {Index: 2, Lo: key("200"), Pos: p1}}},
+		// Made by the first run, reloaded whole by the second.
+		{Name: "`s`.`one`", Created: p1, Chunks: []Chunk{{Index: 0, Pos: p2}}},
+		// Wholly copied by the first run.
+		{Name: "`s`.`old`", Created: p1, Chunks: []Chunk{{Index: 0, Pos: p1}}},
+		// Created on the source between the runs, made and read by the second.
+		{Name: "`s`.`fresh`", Created: p2, Chunks: []Chunk{{Index: 0, Pos: p2}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -128,28 +133,52 @@ func TestBetweenSnapshotsKeyByKey(t *testing.T) {
 	}
 }
 
-func TestDDLBetweenSnapshotsIsRefused(t *testing.T) {
+func TestDDLAgainstTheCopy(t *testing.T) {
 	f := mixedFilter(t)
 	pos := sluice.Position{File: "bin.000001", Pos: 1500}
-	ddl := func(gtid string) (bool, error) {
-		return f.Item(&sluice.StreamItem{Kind: sluice.ItemDDL, GTID: gtid, Source: "ALTER TABLE m ADD c INT"}, pos)
-	}
-	if keep, err := ddl("0-1-5"); err != nil || keep {
-		t.Errorf("DDL before every snapshot: keep=%v err=%v, want dropped", keep, err)
-	}
-	if keep, err := ddl("0-1-25"); err != nil || !keep {
-		t.Errorf("DDL after every snapshot: keep=%v err=%v, want kept", keep, err)
-	}
-	_, err := ddl("0-1-15")
-	if !errors.Is(err, sluice.ErrUnsupportedDDL) || !strings.Contains(err.Error(), "fix:") {
-		t.Errorf("DDL between the snapshots: %v, want a refusal with a fix", err)
+	ref := func(n string) sluice.TableRef { return sluice.TableRef{Schema: "s", Name: n} }
+	for _, c := range []struct {
+		gtid   string
+		source string
+		tables []string
+		want   string // apply, skip or refuse
+	}{
+		{"0-1-5", "ALTER TABLE m ADD INDEX (v)", []string{"m"}, "skip"},
+		{"0-1-25", "ALTER TABLE m ADD INDEX (v)", []string{"m"}, "apply"},
+		{"0-1-15", "ALTER TABLE old ADD INDEX (v)", []string{"old"}, "apply"},
+		{"0-1-15", "CREATE TABLE fresh (id INT PRIMARY KEY)", []string{"fresh"}, "skip"},
+		{"0-1-15", "CREATE TABLE other (id INT PRIMARY KEY)", []string{"other"}, "apply"},
+		{"0-1-15", "ALTER TABLE m ADD INDEX (v)", []string{"m"}, "refuse"},
+		{"0-1-15", "TRUNCATE TABLE one", []string{"one"}, "refuse"},
+		{"0-1-15", "RENAME TABLE old TO fresh", []string{"old", "fresh"}, "refuse"},
+		{"0-1-15", "CREATE DATABASE x", nil, "apply"},
+		{"0-1-15", "drop  database s", nil, "refuse"},
+	} {
+		it := sluice.StreamItem{Kind: sluice.ItemDDL, GTID: c.gtid, Source: c.source}
+		for _, n := range c.tables {
+			it.Tables = append(it.Tables, ref(n))
+		}
+		keep, err := f.Item(&it, pos)
+		got := "skip"
+		switch {
+		case err != nil:
+			got = "refuse"
+			if !errors.Is(err, sluice.ErrUnsupportedDDL) || !strings.Contains(err.Error(), "fix:") {
+				t.Errorf("%s at %s: refusal without the DDL sentinel or a fix: %v", c.source, c.gtid, err)
+			}
+		case keep:
+			got = "apply"
+		}
+		if got != c.want {
+			t.Errorf("%s at %s: %s (%v), want %s", c.source, c.gtid, got, err, c.want)
+		}
 	}
 }
 
 func TestFilePositionsWithoutGTID(t *testing.T) {
 	a := sluice.Position{File: "bin.000002", Pos: 500}
 	b := sluice.Position{File: "bin.000003", Pos: 400}
-	f, err := New([]Table{{Name: "`s`.`m`", Chunks: []Chunk{{Index: 0, Hi: key("10"), Pos: a}, {Index: 1, Lo: key("10"), Pos: b}}}})
+	f, err := New([]Table{{Name: "`s`.`m`", Created: a, Chunks: []Chunk{{Index: 0, Hi: key("10"), Pos: a}, {Index: 1, Lo: key("10"), Pos: b}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
