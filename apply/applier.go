@@ -50,6 +50,17 @@ type Stats struct {
 	MaxInFlight int
 	// Compacted counts target transactions applied as net row changes.
 	Compacted uint64
+	// OutOfOrder counts groups committed before an earlier group
+	// (RelaxedOrder only).
+	OutOfOrder uint64
+	// GroupLimit is the current group size limit (Batch, grown up to
+	// MaxBatch while target commits are slow).
+	GroupLimit int
+	// SkipRanges is how many groups the previous run committed past its
+	// low-water mark (found at Start); Skipped counts the source
+	// transactions this run skipped because they were in them.
+	SkipRanges int
+	Skipped    uint64
 }
 
 // Applier applies a decoded stream to the target. Submit is called by one
@@ -78,6 +89,20 @@ type Applier struct {
 	startPos   sluice.Position // the checkpoint at Start: anything at or before it is applied already
 	err        error
 	stats      Stats
+	// ahead are groups committed past the low-water mark (nextCommit-1),
+	// by seq: possible only with RelaxedOrder.
+	ahead map[uint64]aheadUnit
+	// persisted is the highest low-water mark (seq) written to a
+	// checkpoint row; idle workers write the current one when it lags.
+	persisted uint64
+	// inherited are the ranges an earlier run committed past the
+	// checkpoint; immutable after Start.
+	inherited []txnRange
+
+	metaReady  atomic.Bool
+	groupLimit atomic.Int64
+	commitRTT  atomic.Int64 // moving average of COMMIT round trips, ns
+	rtt        time.Duration
 
 	started   atomic.Bool
 	closeOnce sync.Once
@@ -100,8 +125,10 @@ func New(cfg Config, db *sql.DB) (*Applier, error) {
 		done:      make(chan struct{}),
 		stop:      make(chan struct{}),
 		owner:     map[uint64]*unit{},
+		ahead:     map[uint64]aheadUnit{},
 	}
 	a.cond = sync.NewCond(&a.mu)
+	a.groupLimit.Store(int64(cfg.Batch))
 	return a, nil
 }
 
@@ -123,20 +150,41 @@ func (a *Applier) Start(ctx context.Context) error {
 		a.closeConns()
 		return err
 	}
-	for i := 0; i < a.cfg.Workers; i++ {
-		c, err := a.openConn(ctx)
-		if err == nil {
-			err = a.fence(ctx, c, i)
-			if err != nil {
-				c.Close()
+	if err := a.probeRTT(ctx, a.serial); err != nil {
+		a.closeConns()
+		return err
+	}
+	// The worker connections are opened and fenced in parallel: with a
+	// distant target, one after another would cost several round trips
+	// each before the first transaction is applied.
+	conns := make([]*sql.Conn, a.cfg.Workers)
+	errs := make([]error, a.cfg.Workers)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c, err := a.openConn(ctx)
+			if err == nil {
+				if err = a.fence(ctx, c, i); err != nil {
+					c.Close()
+					c = nil
+				}
 			}
+			conns[i], errs[i] = c, err
+		}(i)
+	}
+	wg.Wait()
+	for i, c := range conns {
+		if c != nil {
+			a.workers = append(a.workers, &worker{a: a, id: i, conn: c, ch: make(chan *unit, 2)})
 		}
+	}
+	for _, err := range errs {
 		if err != nil {
 			a.closeConns()
 			return err
 		}
-		w := &worker{a: a, id: i, conn: c, ch: make(chan *unit, 2)}
-		a.workers = append(a.workers, w)
 	}
 	if err := a.fenceOld(ctx); err != nil {
 		a.closeConns()
@@ -149,7 +197,8 @@ func (a *Applier) Start(ctx context.Context) error {
 		return err
 	}
 	a.baseSeq, a.pending, a.stats.Applied = r.seq, r.pending, r.pos
-	a.startPos = r.pos
+	a.startPos, a.inherited = r.pos, r.done
+	a.stats.SkipRanges = len(r.done)
 	a.nextCommit = 1
 	for _, w := range a.workers {
 		a.wg.Add(1)
@@ -257,6 +306,7 @@ func (a *Applier) Stats() Stats {
 	defer a.mu.Unlock()
 	s := a.stats
 	s.InFlight = int(a.lastSeq + 1 - a.nextCommit)
+	s.GroupLimit = int(a.groupLimit.Load())
 	return s
 }
 
@@ -343,6 +393,8 @@ type scheduler struct {
 	cur  *txn  // transaction being assembled
 	open *unit // group being filled
 	big  *bigTxn
+	// skipped counts the inherited ranges the stream has passed.
+	skipped int
 }
 
 func (s *scheduler) flush(ctx context.Context) error {
@@ -354,7 +406,10 @@ func (s *scheduler) flush(ctx context.Context) error {
 		// everything before it is what can be waited for now.
 		return s.a.waitTurn(s.big.seq)
 	}
-	return s.a.barrier()
+	if err := s.a.barrier(); err != nil {
+		return err
+	}
+	return s.a.persistMark(ctx)
 }
 
 func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
@@ -375,7 +430,11 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 		for i := range it.Changes {
 			s.cur.bytes += changeBytes(&it.Changes[i])
 		}
-		if s.cur.bytes > s.a.cfg.LargeTxnBytes {
+		// While ranges an earlier run committed out of order lie ahead,
+		// the transaction is held whole until its end shows whether it is
+		// one of them. They are groups, each smaller than LargeTxnBytes
+		// unless the setting was lowered between the runs.
+		if s.cur.bytes > s.a.cfg.LargeTxnBytes && !s.skipPending() {
 			return s.startBig(ctx)
 		}
 	case sluice.ItemCommit:
@@ -392,6 +451,12 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 		s.cur = nil
 		if before(t.end, s.a.startPos) {
 			return nil // read from before the checkpoint: committed already
+		}
+		if s.committedBefore(t.end) {
+			s.a.mu.Lock()
+			s.a.stats.Skipped++
+			s.a.mu.Unlock()
+			return nil // committed past the checkpoint, out of order
 		}
 		return s.add(ctx, t)
 	case sluice.ItemDDL:
@@ -428,7 +493,7 @@ func changeBytes(c *sluice.RowChange) int {
 // add puts a finished transaction into the open unit, first sending the
 // unit off when it is full.
 func (s *scheduler) add(ctx context.Context, t *txn) error {
-	if s.open != nil && (len(s.open.txns) >= s.a.cfg.Batch || s.open.bytes+t.bytes > s.a.cfg.BatchBytes) {
+	if s.open != nil && (len(s.open.txns) >= int(s.a.groupLimit.Load()) || s.open.bytes+t.bytes > s.a.cfg.BatchBytes) {
 		if err := s.dispatchOpen(ctx); err != nil {
 			return err
 		}
@@ -480,7 +545,10 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 				}
 			}
 		}
-		if w2 < 0 {
+		// RelaxedOrder: keep the groups past the low-water mark (and so the
+		// checkpoint's done lists) bounded, whatever one slow group holds up.
+		full := a.cfg.RelaxedOrder && a.lastSeq+1-a.nextCommit >= uint64(relaxedWindow*len(a.workers))
+		if w2 < 0 && !full {
 			u.worker = w1
 			break
 		}
@@ -536,8 +604,16 @@ func (a *Applier) waitTurn(seq uint64) error {
 	return a.err
 }
 
-// committed records that u (or a serial transaction with u's seq) committed.
-func (a *Applier) committed(u *unit, end sluice.Position, txns, rows int, ts uint32) {
+// aheadUnit is a group committed past the low-water mark.
+type aheadUnit struct {
+	end sluice.Position
+	ts  uint32
+}
+
+// committed records that group seq committed: u, or a serial transaction
+// (u nil). The low-water mark (nextCommit-1, stats.Applied) moves over
+// every group committed without a gap.
+func (a *Applier) committed(seq uint64, u *unit, end sluice.Position, txns, rows int, ts uint32) {
 	a.mu.Lock()
 	if u != nil && u.compacted {
 		a.stats.Compacted++
@@ -549,14 +625,31 @@ func (a *Applier) committed(u *unit, end sluice.Position, txns, rows int, ts uin
 			}
 		}
 	}
-	a.nextCommit++
-	a.stats.Applied = end
+	if seq == a.nextCommit {
+		a.nextCommit++
+		a.stats.Applied = end
+		if ts != 0 {
+			a.stats.LastTime = ts
+		}
+		for {
+			n, ok := a.ahead[a.nextCommit]
+			if !ok {
+				break
+			}
+			delete(a.ahead, a.nextCommit)
+			a.nextCommit++
+			a.stats.Applied = n.end
+			if n.ts != 0 {
+				a.stats.LastTime = n.ts
+			}
+		}
+	} else {
+		a.ahead[seq] = aheadUnit{end: end, ts: ts}
+		a.stats.OutOfOrder++
+	}
 	a.stats.Txns += uint64(txns)
 	a.stats.Rows += uint64(rows)
 	a.stats.Commits++
-	if ts != 0 {
-		a.stats.LastTime = ts
-	}
 	a.cond.Broadcast()
 	a.mu.Unlock()
 }

@@ -3,11 +3,18 @@ package apply_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
@@ -60,6 +67,67 @@ func BenchmarkSysbenchBacklog(b *testing.B) {
 				b.ReportMetric(float64(st.Txns)/float64(st.Commits), "txn/commit")
 				b.ReportMetric(float64(st.MaxInFlight), "max-inflight")
 				b.ReportMetric(float64(st.Conflicts), "conflict-waits")
+			}
+		})
+	}
+}
+
+// BenchmarkSysbenchLatency drains oltp_write_only backlogs through a proxy
+// that adds 20 ms to every round trip to the target (toxiproxy in-process),
+// in source commit order and with RelaxedOrder, 16 workers, batch 100, and
+// reports txn/s and the grouping figures. Run with -benchtime=1x under
+// flock -o /tmp/sluice-bench.lock.
+func BenchmarkSysbenchLatency(b *testing.B) {
+	if _, err := exec.LookPath("sysbench"); err != nil {
+		b.Skip("sysbench not installed")
+	}
+	src := sandboxtest.MustOpen(b, srcInst, "")
+	dst := sandboxtest.MustOpen(b, dstInst, "")
+	sandboxtest.MustExec(b, dst, "DROP DATABASE IF EXISTS sbtest")
+	sandboxtest.MustExec(b, src, "DROP DATABASE IF EXISTS sbtest")
+	task := fmt.Sprintf("benchlat%d", time.Now().UnixNano())
+	seed(b, task, src)
+	sandboxtest.MustExec(b, src, "CREATE DATABASE sbtest")
+	sysbench(b, srcInst.Port, "oltp_common", "prepare")
+	ctx := context.Background()
+	if _, err := replicate(ctx, srcInst, runOpts{task: task, workers: 16, until: sourcePos(b, src)}); err != nil {
+		b.Fatal(err)
+	}
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "lat", "127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", dstInst.Port))
+	if err := p.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop()
+	if _, err := p.Toxics.AddToxicJson(strings.NewReader(`{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":20}}`)); err != nil {
+		b.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(p.Listen)
+	pp, _ := strconv.Atoi(port)
+	proxied := sluice.Endpoint{Host: "127.0.0.1", Port: pp, User: "root"}
+	for _, v := range []struct {
+		name    string
+		target  *sluice.Endpoint
+		relaxed bool
+	}{{"0ms", nil, false}, {"20ms", &proxied, false}, {"20ms-relaxed", &proxied, true}, {"0ms-relaxed", nil, true}} {
+		b.Run(v.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				sysbench(b, srcInst.Port, "oltp_write_only", "run", "--threads=8", "--time=0", "--events=30000", "--rand-type=uniform")
+				until := sourcePos(b, src)
+				b.StartTimer()
+				start := time.Now()
+				st, err := replicate(ctx, srcInst, runOpts{task: task, workers: 16, batch: 100, relaxed: v.relaxed, target: v.target, until: until})
+				if err != nil {
+					b.Fatal(err)
+				}
+				el := time.Since(start)
+				b.ReportMetric(float64(st.Txns)/el.Seconds(), "txn/s")
+				b.ReportMetric(float64(st.Txns)/float64(st.Commits), "txn/commit")
+				b.ReportMetric(float64(st.MaxInFlight), "max-inflight")
+				b.ReportMetric(float64(st.Conflicts), "conflict-waits")
+				b.ReportMetric(float64(st.OutOfOrder), "out-of-order")
+				b.ReportMetric(float64(st.GroupLimit), "group-limit")
 			}
 		})
 	}

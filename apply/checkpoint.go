@@ -17,8 +17,12 @@ const serialWorker = -1
 
 // The checkpoint lives in the target. Each worker owns one row per task, so
 // parallel commits never wait on each other's checkpoint row lock; a row is
-// updated in the same transaction as the data it covers. Commits happen in
-// source order, so the row with the highest seq is the resume point.
+// updated in the same transaction as the data it covers. Every row holds a
+// position below which everything is committed (with source-order commit,
+// the end of the worker's last group), so the row with the highest seq is
+// the resume point. Its done column lists the source transactions past that
+// position that are committed as well: groups committed out of order under
+// RelaxedOrder (see relaxed.go), skipped on restart.
 func (a *Applier) metaDDL() []string {
 	s := sluice.QuoteIdent(a.cfg.MetaSchema)
 	return []string{
@@ -32,6 +36,7 @@ func (a *Applier) metaDDL() []string {
 			gtid_set TEXT NOT NULL,
 			flavor VARCHAR(16) NOT NULL,
 			ddl_pending TEXT NULL,
+			done MEDIUMTEXT NULL,
 			updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
 			PRIMARY KEY (task, worker)) ENGINE=InnoDB`,
 		"CREATE TABLE IF NOT EXISTS " + s + `.apply_schema (
@@ -42,25 +47,42 @@ func (a *Applier) metaDDL() []string {
 }
 
 func (a *Applier) ensureMeta(ctx context.Context) error {
+	if a.metaReady.Load() {
+		return nil
+	}
 	for _, q := range a.metaDDL() {
 		if _, err := a.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("create checkpoint tables in %s: %w", a.cfg.MetaSchema, err)
 		}
 	}
+	// Checkpoint tables created by an earlier version lack the done column.
+	var n int
+	err := a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=? AND TABLE_NAME='apply_checkpoint' AND COLUMN_NAME='done'", a.cfg.MetaSchema).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("inspect checkpoint table in %s: %w", a.cfg.MetaSchema, err)
+	}
+	if n == 0 {
+		if _, err := a.db.ExecContext(ctx, "ALTER TABLE "+a.ckptTable+" ADD COLUMN done MEDIUMTEXT NULL"); err != nil && !isMySQLErr(err, 1060) {
+			return fmt.Errorf("add the done column to %s: %w", a.ckptTable, err)
+		}
+	}
+	a.metaReady.Store(true)
 	return nil
 }
 
-// appendCheckpoint appends the upsert of worker's checkpoint row.
-func (a *Applier) appendCheckpoint(b []byte, worker int, seq uint64, p sluice.Position) []byte {
-	return a.appendCheckpointPending(b, worker, seq, p, "")
+// appendCheckpoint appends the upsert of worker's checkpoint row: seq and
+// p are the position below which everything is committed, done the
+// encoded ranges committed past it (empty for none).
+func (a *Applier) appendCheckpoint(b []byte, worker int, seq uint64, p sluice.Position, done []byte) []byte {
+	return a.appendCheckpointPending(b, worker, seq, p, done, "")
 }
 
 // appendCheckpointPending is appendCheckpoint that also records a DDL
 // about to run (pending, may be empty).
-func (a *Applier) appendCheckpointPending(b []byte, worker int, seq uint64, p sluice.Position, pending string) []byte {
+func (a *Applier) appendCheckpointPending(b []byte, worker int, seq uint64, p sluice.Position, done []byte, pending string) []byte {
 	b = append(b, "INSERT INTO "...)
 	b = append(b, a.ckptTable...)
-	b = append(b, " (task,worker,seq,binlog_file,binlog_pos,gtid_set,flavor,ddl_pending) VALUES ("...)
+	b = append(b, " (task,worker,seq,binlog_file,binlog_pos,gtid_set,flavor,ddl_pending,done) VALUES ("...)
 	b = sqlgen.AppendQuoted(b, a.cfg.Task)
 	b = append(b, ',')
 	b = strconv.AppendInt(b, int64(worker), 10)
@@ -80,7 +102,13 @@ func (a *Applier) appendCheckpointPending(b []byte, worker int, seq uint64, p sl
 	} else {
 		b = sqlgen.AppendQuoted(b, pending)
 	}
-	b = append(b, ") ON DUPLICATE KEY UPDATE seq=VALUES(seq),binlog_file=VALUES(binlog_file),binlog_pos=VALUES(binlog_pos),gtid_set=VALUES(gtid_set),flavor=VALUES(flavor),ddl_pending=VALUES(ddl_pending)"...)
+	b = append(b, ',')
+	if len(done) == 0 {
+		b = append(b, "NULL"...)
+	} else {
+		b = sqlgen.AppendQuoted(b, string(done))
+	}
+	b = append(b, ") ON DUPLICATE KEY UPDATE seq=VALUES(seq),binlog_file=VALUES(binlog_file),binlog_pos=VALUES(binlog_pos),gtid_set=VALUES(gtid_set),flavor=VALUES(flavor),ddl_pending=VALUES(ddl_pending),done=VALUES(done)"...)
 	return b
 }
 
@@ -89,26 +117,49 @@ type checkpointRow struct {
 	pos     sluice.Position
 	pending string
 	found   bool
+	// done are the ranges committed past pos (from every worker's row).
+	done []txnRange
 }
 
+// readCheckpoint reads every row of the task: the one with the highest seq
+// is the resume point (ties go to the lowest worker id, as before), and the
+// done lists of all rows, cut to what lies past it, are what a restart skips.
 func (a *Applier) readCheckpoint(ctx context.Context) (checkpointRow, error) {
 	var r checkpointRow
-	var pos uint64
-	err := a.db.QueryRowContext(ctx, "SELECT seq, binlog_file, binlog_pos, gtid_set, flavor FROM "+a.ckptTable+
-		" WHERE task=? ORDER BY seq DESC, worker LIMIT 1", a.cfg.Task).Scan(&r.seq, &r.pos.File, &pos, &r.pos.GTIDSet, &r.pos.Flavor)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return r, nil
-	case err != nil:
+	rows, err := a.db.QueryContext(ctx, "SELECT worker, seq, binlog_file, binlog_pos, gtid_set, flavor, ddl_pending, done FROM "+a.ckptTable+
+		" WHERE task=? ORDER BY seq DESC, worker", a.cfg.Task)
+	if err != nil {
 		return r, fmt.Errorf("read checkpoint of task %s: %w", a.cfg.Task, err)
 	}
-	r.pos.Pos, r.found = uint32(pos), true
-	var pending sql.NullString
-	err = a.db.QueryRowContext(ctx, "SELECT ddl_pending FROM "+a.ckptTable+" WHERE task=? AND worker=?", a.cfg.Task, serialWorker).Scan(&pending)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	defer rows.Close()
+	var done []txnRange
+	for rows.Next() {
+		var (
+			worker        int
+			seq, pos      uint64
+			p             sluice.Position
+			pending, list sql.NullString
+		)
+		if err := rows.Scan(&worker, &seq, &p.File, &pos, &p.GTIDSet, &p.Flavor, &pending, &list); err != nil {
+			return r, fmt.Errorf("read checkpoint of task %s: %w", a.cfg.Task, err)
+		}
+		p.Pos = uint32(pos)
+		if !r.found {
+			r.seq, r.pos, r.found = seq, p, true
+		}
+		if worker == serialWorker {
+			r.pending = pending.String
+		}
+		d, err := parseRanges(list.String)
+		if err != nil {
+			return r, fmt.Errorf("read checkpoint of task %s, worker %d: %w", a.cfg.Task, worker, err)
+		}
+		done = append(done, d...)
+	}
+	if err := rows.Err(); err != nil {
 		return r, fmt.Errorf("read checkpoint of task %s: %w", a.cfg.Task, err)
 	}
-	r.pending = pending.String
+	r.done = normalizeRanges(done, r.pos)
 	return r, nil
 }
 
@@ -161,7 +212,7 @@ func (a *Applier) Seed(ctx context.Context, pos sluice.Position, schemaState []b
 	if n > 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, string(a.appendCheckpoint(nil, serialWorker, 0, pos))); err != nil {
+	if _, err := tx.ExecContext(ctx, string(a.appendCheckpoint(nil, serialWorker, 0, pos, nil))); err != nil {
 		return fmt.Errorf("seed checkpoint: %w", err)
 	}
 	if schemaState != nil {

@@ -8,6 +8,10 @@
 // writes the replication checkpoint in the same transaction as its data, so
 // a restart after kill -9 neither loses nor repeats a source transaction.
 //
+// With RelaxedOrder, groups that do not conflict commit as soon as they are
+// applied, and the checkpoint records which groups past the low-water mark
+// are committed (relaxed.go).
+//
 // Wiring (see replicate/ and apply/pipeline_test.go):
 //
 //	db, _ := apply.OpenTarget(ctx, target, cfg.Workers)
@@ -43,9 +47,24 @@ type Config struct {
 	// (task file: incremental.worker-count).
 	Workers int
 	// Batch is the most source transactions grouped into one target
-	// transaction (incremental.batch). Groups close early when the input
-	// runs dry, so a caught-up stream is applied with low latency.
+	// transaction (incremental.batch) while target commits are fast.
+	// Groups close early when the input runs dry, so a caught-up stream is
+	// applied with low latency.
 	Batch int
+	// MaxBatch bounds how far groups grow when target commits are slow.
+	// With source-order commit every group's COMMIT waits for the one
+	// before it, so throughput is bounded by about group size / commit
+	// round trip: the applier measures the COMMIT round trips and grows
+	// the group size in proportion (Batch at a 2 ms commit, up to
+	// MaxBatch). BatchBytes still bounds each group. A MaxBatch at or below
+	// Batch turns the growth off.
+	MaxBatch int
+	// RelaxedOrder lets groups that do not conflict commit out of source
+	// order (incremental.commit-order: relaxed). Each group then costs one
+	// round trip on its own connection and nothing waits for the group
+	// before it; a reader of the target may see a later source transaction
+	// before an earlier one. Exactly-once holds: see relaxed.go.
+	RelaxedOrder bool
 	// BatchBytes bounds the SQL text sent in one round trip and the size of
 	// one target transaction group.
 	BatchBytes int
@@ -70,6 +89,7 @@ func DefaultConfig() Config {
 		Task:            "task",
 		Workers:         16,
 		Batch:           100,
+		MaxBatch:        1000,
 		BatchBytes:      4 << 20,
 		LargeTxnBytes:   32 << 20,
 		MetaSchema:      "sluice_meta",
@@ -90,6 +110,8 @@ func (c Config) Validate() error {
 		return bad("incremental.worker-count", fmt.Sprintf("is %d (1-1024)", c.Workers))
 	case c.Batch < 1:
 		return bad("incremental.batch", "must be positive")
+	case c.MaxBatch < 0:
+		return bad("max-batch", "must not be negative")
 	case c.BatchBytes < 4096:
 		return bad("batch-bytes", "must be at least 4096")
 	case c.LargeTxnBytes < c.BatchBytes:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/apply"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
 )
@@ -28,7 +29,11 @@ func childMain() int {
 	dstInst = &sandbox.Instance{Name: "dst", Port: port("SLUICE_DST_PORT")}
 	pos, _ := strconv.ParseUint(os.Getenv("SLUICE_UNTIL_POS"), 10, 32)
 	o := runOpts{task: os.Getenv("SLUICE_TASK"), workers: port("SLUICE_WORKERS"), batch: port("SLUICE_BATCH"), large: port("SLUICE_LARGE"),
-		until: sluice.Position{File: os.Getenv("SLUICE_UNTIL_FILE"), Pos: uint32(pos)}}
+		until: sluice.Position{File: os.Getenv("SLUICE_UNTIL_FILE"), Pos: uint32(pos)}, relaxed: os.Getenv("SLUICE_RELAXED") != ""}
+	o.started = func(st apply.Stats) {
+		// Printed at once: a killed run reports what it resumed from.
+		fmt.Printf("start: skip-ranges=%d\n", st.SkipRanges)
+	}
 	if os.Getenv("SLUICE_CLEAR_REFS") != "" {
 		// Reset the peak RSS so VmHWM measures the replication alone.
 		_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
@@ -44,7 +49,7 @@ func childMain() int {
 			fmt.Printf("%s\n", strings.Join(strings.Fields(l), " "))
 		}
 	}
-	fmt.Printf("txns=%d rows=%d commits=%d\n", st.Txns, st.Rows, st.Commits)
+	fmt.Printf("txns=%d rows=%d commits=%d out-of-order=%d skipped=%d\n", st.Txns, st.Rows, st.Commits, st.OutOfOrder, st.Skipped)
 	return 0
 }
 

@@ -80,6 +80,10 @@ type runOpts struct {
 	workers int
 	batch   int
 	large   int // LargeTxnBytes, 0: default
+	relaxed bool
+	target  *sluice.Endpoint // nil: dstInst
+	// started is called after Start with the applier's first stats.
+	started func(apply.Stats)
 	keep    func(sluice.TableRef) bool
 	route   func(sluice.TableRef) sluice.TableRef
 	until   sluice.Position
@@ -97,6 +101,7 @@ func applierConfig(o runOpts) apply.Config {
 	if o.batch > 0 {
 		cfg.Batch = o.batch
 	}
+	cfg.RelaxedOrder = o.relaxed
 	if o.large > 0 {
 		cfg.LargeTxnBytes = o.large
 		if cfg.BatchBytes > o.large {
@@ -137,7 +142,11 @@ func after(p, until sluice.Position) bool {
 // until the source position o.until is applied, like the orchestrator does
 // (without the relay log): it is the wiring the lead's command uses.
 func replicate(ctx context.Context, src *sandbox.Instance, o runOpts) (apply.Stats, error) {
-	db, err := apply.OpenTarget(ctx, dstInst.Endpoint(), applierConfig(o).Workers)
+	ep := dstInst.Endpoint()
+	if o.target != nil {
+		ep = *o.target
+	}
+	db, err := apply.OpenTarget(ctx, ep, applierConfig(o).Workers)
 	if err != nil {
 		return apply.Stats{}, err
 	}
@@ -152,6 +161,9 @@ func replicate(ctx context.Context, src *sandbox.Instance, o runOpts) (apply.Sta
 		return apply.Stats{}, err
 	}
 	defer a.Close()
+	if o.started != nil {
+		o.started(a.Stats())
+	}
 	start, ok, err := a.Checkpoint(ctx)
 	if err != nil {
 		return apply.Stats{}, err

@@ -59,13 +59,14 @@ func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	a := b.a
 	b.bw.sep()
 	b.bw.ins = nil
-	b.bw.buf = a.appendCheckpoint(b.bw.buf, serialWorker, a.baseSeq+b.seq, end)
+	b.bw.buf = a.appendCheckpoint(b.bw.buf, serialWorker, a.baseSeq+b.seq, end, appendRanges(nil, end, a.inherited))
 	b.bw.buf = append(b.bw.buf, ";COMMIT"...)
 	if err := b.bw.exec(ctx); err != nil {
 		b.bw.rollback()
 		return fmt.Errorf("commit large transaction (up to %s): %w", end, err)
 	}
-	a.committed(nil, end, 1, b.rowsSeen, 0)
+	a.committed(b.seq, nil, end, 1, b.rowsSeen, 0)
+	a.markPersisted(b.seq)
 	return nil
 }
 
@@ -87,7 +88,7 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 	a.mu.Unlock()
 	tolerant := a.pending != "" && a.pending == it.End.String()
 	if len(it.DDL) > 0 {
-		mark := a.appendCheckpointPending(nil, serialWorker, a.baseSeq+seq-1, applied, it.End.String())
+		mark := a.appendCheckpointPending(nil, serialWorker, a.baseSeq+seq-1, applied, appendRanges(nil, applied, a.inherited), it.End.String())
 		if _, err := a.serial.ExecContext(ctx, string(mark)); err != nil {
 			return fmt.Errorf("mark DDL pending: %w", err)
 		}
@@ -110,7 +111,7 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 		}
 	}
 	b := append([]byte(nil), "START TRANSACTION;"...)
-	b = a.appendCheckpoint(b, serialWorker, a.baseSeq+seq, it.End)
+	b = a.appendCheckpoint(b, serialWorker, a.baseSeq+seq, it.End, appendRanges(nil, it.End, a.inherited))
 	if it.SchemaState != nil {
 		b = append(b, ";REPLACE INTO "...)
 		b = append(b, sluice.QuoteIdent(a.cfg.MetaSchema)...)
@@ -132,7 +133,8 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 	a.mu.Lock()
 	a.stats.DDL++
 	a.mu.Unlock()
-	a.committed(nil, it.End, 1, 0, it.Timestamp)
+	a.committed(seq, nil, it.End, 1, 0, it.Timestamp)
+	a.markPersisted(seq)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-db/sluice"
 )
@@ -96,6 +97,10 @@ type worker struct {
 	busy atomic.Int32
 	bw   batchWriter
 	cp   compactor
+	// own are the ranges of this worker's groups committed out of order
+	// and possibly still past the low-water mark (RelaxedOrder).
+	own  []txnRange
+	done []byte
 }
 
 func (w *worker) run() {
@@ -114,7 +119,13 @@ func (w *worker) run() {
 			continue // drain, so the scheduler never blocks on a dead worker
 		}
 		w.busy.Store(1)
-		if err := w.apply(ctx, u); err != nil {
+		err := w.apply(ctx, u)
+		if err == nil && w.a.cfg.RelaxedOrder && len(w.ch) == 0 {
+			// Idle: make the stored low-water mark catch up, so that a
+			// caught-up task's checkpoint is one position again.
+			err = w.persistMark(ctx)
+		}
+		if err != nil {
 			w.bw.rollback()
 			w.a.fail(err)
 		}
@@ -131,8 +142,26 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 	last := u.txns[len(u.txns)-1]
 	b.sep()
 	b.ins = nil
-	b.buf = a.appendCheckpoint(b.buf, w.id, a.baseSeq+u.seq, last.end)
-	if a.isTurn(u.seq) {
+	a.mu.Lock()
+	turn := a.nextCommit == u.seq
+	markSeq, mark := a.nextCommit-1, a.stats.Applied
+	a.mu.Unlock()
+	if turn || !a.cfg.RelaxedOrder {
+		// Committed in order, this group becomes the low-water mark, and
+		// the worker's earlier groups lie below it.
+		w.own = w.own[:0]
+		markSeq = u.seq
+		w.done = appendRanges(w.done[:0], last.end, a.inherited)
+		b.buf = a.appendCheckpoint(b.buf, w.id, a.baseSeq+u.seq, last.end, w.done)
+	} else {
+		// Out of order: the row keeps the low-water mark this worker saw
+		// (every group up to it committed before this transaction began)
+		// and lists this group among those committed past it.
+		w.own = append(ownPast(w.own, mark), unitRange(u))
+		w.done = appendRanges(w.done[:0], mark, w.own, a.inherited)
+		b.buf = a.appendCheckpoint(b.buf, w.id, a.baseSeq+markSeq, mark, w.done)
+	}
+	if turn || a.cfg.RelaxedOrder {
 		b.buf = append(b.buf, ";COMMIT"...)
 		if err := b.exec(ctx); err != nil {
 			return w.wrap(u, err)
@@ -144,11 +173,124 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 		if err := a.waitTurn(u.seq); err != nil {
 			return err
 		}
+		t0 := time.Now()
 		if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
 			return w.wrap(u, err)
 		}
+		a.observeCommit(time.Since(t0))
 	}
-	a.committed(u, last.end, len(u.txns), u.rows, last.ts)
+	a.committed(u.seq, u, last.end, len(u.txns), u.rows, last.ts)
+	a.markPersisted(markSeq)
+	return nil
+}
+
+// persistMark writes the current low-water mark into the worker's row when
+// no checkpoint row holds it yet (its own commit-time view lagged).
+func (w *worker) persistMark(ctx context.Context) error {
+	a := w.a
+	a.mu.Lock()
+	markSeq, mark := a.nextCommit-1, a.stats.Applied
+	lag := markSeq > a.persisted
+	a.mu.Unlock()
+	if !lag {
+		return nil
+	}
+	w.own = ownPast(w.own, mark)
+	w.done = appendRanges(w.done[:0], mark, w.own, a.inherited)
+	q := a.appendCheckpoint(nil, w.id, a.baseSeq+markSeq, mark, w.done)
+	if _, err := w.conn.ExecContext(ctx, string(q)); err != nil {
+		return fmt.Errorf("write the low-water mark on worker %d: %w", w.id, err)
+	}
+	a.markPersisted(markSeq)
+	return nil
+}
+
+// persistMark is worker.persistMark for the scheduler, after a barrier:
+// every group has committed, so the mark covers everything and the
+// checkpoint is a single position again.
+func (a *Applier) persistMark(ctx context.Context) error {
+	if !a.cfg.RelaxedOrder {
+		return nil // in order, each commit wrote its own end as the mark
+	}
+	a.mu.Lock()
+	markSeq, mark := a.nextCommit-1, a.stats.Applied
+	lag := markSeq > a.persisted
+	a.mu.Unlock()
+	if !lag {
+		return nil
+	}
+	q := a.appendCheckpoint(nil, serialWorker, a.baseSeq+markSeq, mark, appendRanges(nil, mark, a.inherited))
+	if _, err := a.serial.ExecContext(ctx, string(q)); err != nil {
+		return fmt.Errorf("write the low-water mark: %w", err)
+	}
+	a.markPersisted(markSeq)
+	return nil
+}
+
+func (a *Applier) markPersisted(seq uint64) {
+	a.mu.Lock()
+	if seq > a.persisted {
+		a.persisted = seq
+	}
+	a.mu.Unlock()
+}
+
+// commitTarget is the COMMIT round trip at which groups have their base
+// size (Batch); slower commits grow them in proportion, up to MaxBatch.
+const commitTarget = 2 * time.Millisecond
+
+// observeCommit feeds one COMMIT round trip of a group that waited for its
+// turn into the moving average and sets the group size limit from it. With
+// source-order commit the COMMITs run one after another, so throughput is
+// bounded by about group size / commit round trip; growing the groups with
+// the round trip keeps that bound where it is at a near target.
+func (a *Applier) observeCommit(d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	avg := int64(d)
+	if old := a.commitRTT.Load(); old != 0 {
+		avg = (7*old + int64(d)) / 8
+	}
+	a.commitRTT.Store(avg)
+	a.setGroupLimit()
+}
+
+// observeRTT records the network round trip to the target (measured at
+// Start). It matters with RelaxedOrder too: groups that conflict run one
+// after another on one worker, a round trip each, so a chain of
+// conflicting groups is bounded by group size / round trip as well.
+func (a *Applier) observeRTT(d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rtt = d
+	a.setGroupLimit()
+}
+
+// setGroupLimit: Batch at a 2 ms commit round trip or below, in proportion
+// above, up to MaxBatch. Called with a.mu held.
+func (a *Applier) setGroupLimit() {
+	if a.cfg.MaxBatch <= a.cfg.Batch {
+		return
+	}
+	slow := max(a.commitRTT.Load(), int64(a.rtt))
+	lim := int64(a.cfg.Batch) * slow / int64(commitTarget)
+	a.groupLimit.Store(max(int64(a.cfg.Batch), min(lim, int64(a.cfg.MaxBatch))))
+}
+
+// probeRTT measures the round trip of an empty statement (the fastest of
+// three) on conn.
+func (a *Applier) probeRTT(ctx context.Context, conn *sql.Conn) error {
+	best := time.Duration(-1)
+	for i := 0; i < 3; i++ {
+		t0 := time.Now()
+		if _, err := conn.ExecContext(ctx, "DO 1"); err != nil {
+			return fmt.Errorf("measure the target round trip: %w", err)
+		}
+		if d := time.Since(t0); best < 0 || d < best {
+			best = d
+		}
+	}
+	a.observeRTT(best)
 	return nil
 }
 
@@ -321,10 +463,4 @@ func joinable(info *tableInfo, rows []*netRow) bool {
 func (w *worker) wrap(u *unit, err error) error {
 	first, last := u.txns[0], u.txns[len(u.txns)-1]
 	return fmt.Errorf("apply source transactions %s..%s (up to %s) on worker %d: %w", first.gtid, last.gtid, last.end, w.id, err)
-}
-
-func (a *Applier) isTurn(seq uint64) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.nextCommit == seq
 }

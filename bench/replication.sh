@@ -4,22 +4,28 @@
 # apply), by a MariaDB native replica with slave_parallel_threads=8
 # (optimistic) and by a single-threaded native replica. Every contender
 # replays the same backlog from the same source, one at a time, fetching
-# from the source while it applies. Then: sluice with LATENCY ms added to
-# every round trip to the target (an in-process toxiproxy), and a sweep of
-# sluice's worker count, like the DM report's table.
+# from the source while it applies. This is repeated ROUNDS times, with a
+# fresh backlog each round and the contenders' order rotated, so whatever
+# the servers do right after a backlog is written (purge, page flushing)
+# does not always fall on the same contender; the tables report medians.
+# Then: sluice at 0 ms and with LATENCY ms added to every round trip to the
+# target (an in-process toxiproxy), in source commit order and with
+# commit-order: relaxed, again in rotated rounds with a backlog each; and a
+# sweep of sluice's worker count, like the DM report's table.
 #
 # Prints events/s, txn/s, sluice's CPU and peak RSS, and the ratios; writes
 # the tables to $OUT.
 #
 # Env: BACKLOG (100000 transactions) SWEEP_BACKLOG (20000) TABLES (4)
 #      TABLE_SIZE (100000) SB_THREADS (8) WORKERS (16) BATCH (100)
-#      LATENCY (20) SWEEP ("4 8 16 32 64") BUFFER_POOL (1G)
+#      ROUNDS (3) PARTS ("catchup latency sweep") LATENCY (20) SWEEP ("4 8 16 32 64") BUFFER_POOL (1G)
 #      SLUICE (bin/sluice) OUT (bench/out/replication.md)
 set -euo pipefail
 
 if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
   export SLUICE_BENCH_LOCKED=1
-  exec flock /tmp/sluice-bench.lock "$0" "$@"
+  # -o: the servers the script starts must not inherit (and keep) the lock.
+  exec flock -o /tmp/sluice-bench.lock "$0" "$@"
 fi
 
 cd "$(dirname "$0")/.."
@@ -30,6 +36,9 @@ TABLE_SIZE=${TABLE_SIZE:-100000}
 SB_THREADS=${SB_THREADS:-8}
 WORKERS=${WORKERS:-16}
 BATCH=${BATCH:-100}
+ROUNDS=${ROUNDS:-3}
+PARTS=${PARTS:-catchup latency sweep}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 LATENCY=${LATENCY:-20}
 SWEEP=${SWEEP:-4 8 16 32 64}
 BUFFER_POOL=${BUFFER_POOL:-1G}
@@ -84,7 +93,7 @@ for port in $REP8_PORT $REP1_PORT; do
 done
 
 TASK=$WORK/task.yaml
-write_task() { # workers target-port
+write_task() { # workers target-port [commit-order]
   cat >"$TASK" <<YAML
 name: replbench
 source: {host: 127.0.0.1, port: $SRC_PORT, user: root, password: ""}
@@ -96,6 +105,7 @@ incremental:
   binlog-pos: $P0
   worker-count: $1
   batch: $BATCH
+  commit-order: ${3:-source}
   relay-sync: interval
   metrics-addr: "127.0.0.1:0"
 YAML
@@ -105,6 +115,9 @@ now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f %%", 100 * a / b }'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+rates() { local n=$1 out="" t; shift; for t in "$@"; do out="$out${out:+, }$(rate "$n" "$t")"; done; echo "$out"; }
 
 # native CATCHUP: START SLAVE, wait until the replica has applied the
 # source's GTID position, STOP SLAVE; prints seconds.
@@ -123,11 +136,11 @@ native() {
   sql "$port" "STOP SLAVE"
 }
 
-# sluice WORKERS TARGET_PORT: run the task until it has applied the source's
+# sluice WORKERS TARGET_PORT [COMMIT_ORDER]: run the task until it has applied the source's
 # GTID position; prints "seconds events cpu_seconds peak_rss_mb".
 sluice_run() {
   local want t0 t1 ticks events cpu rss
-  write_task "$1" "$2"
+  write_task "$1" "$2" "${3:-source}"
   want=$(src_gtid)
   t0=$(now)
   "$SLUICE" migrate --config "$TASK" --mode incremental >>"$WORK/sluice.log" 2>&1 &
@@ -157,42 +170,98 @@ sluice_run "$WORKERS" "$DST_PORT" >/dev/null
 
 mkdir -p "$(dirname "$OUT")"
 {
-echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores; MariaDB $(sql "$SRC_PORT" "SELECT VERSION()"); $TABLES tables x $TABLE_SIZE rows; backlog written by $SB_THREADS sysbench threads; sluice $WORKERS workers, batch $BATCH, relay-sync interval."
+echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start; MariaDB $(sql "$SRC_PORT" "SELECT VERSION()"); $TABLES tables x $TABLE_SIZE rows; backlog written by $SB_THREADS sysbench threads; sluice $WORKERS workers, batch $BATCH, relay-sync interval; $ROUNDS rounds, medians."
 echo
-echo "| workload | contender | txns | events | time (s) | txn/s | events/s | sluice CPU (s) | sluice peak RSS (MB) | sluice / native 8 threads |"
-echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| workload | contender | txns | events | median time (s) | median txn/s | median events/s | txn/s per round | sluice CPU (s) | sluice peak RSS (MB) | sluice / native 8 threads (medians) |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"
 } >"$OUT"
 
+# run_contender NAME: one catch-up, appends its time to that contender's list.
+declare -A TIMES
+run_contender() {
+  case $1 in
+    n8) TIMES[n8]+=" $(native "$REP8_PORT")" ;;
+    n1) TIMES[n1]+=" $(native "$REP1_PORT")" ;;
+    sluice)
+      read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$DST_PORT")
+      TIMES[sluice]+=" $ts"; EV=$ev; CPUS+=" $cpu"; RSSS+=" $rss" ;;
+  esac
+}
+
 declare -A SLUICE0
+SLUICE0[oltp_write_only]=""
 for test in oltp_write_only oltp_insert; do
-  backlog "$test" "$BACKLOG"
-  t8=$(native "$REP8_PORT"); t1=$(native "$REP1_PORT")
-  read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$DST_PORT")
+  part catchup || continue
+  TIMES=([n8]="" [n1]="" [sluice]=""); CPUS=""; RSSS=""; EV=0
+  order=(n8 n1 sluice)
+  for ((r = 0; r < ROUNDS; r++)); do
+    backlog "$test" "$BACKLOG"
+    for ((i = 0; i < 3; i++)); do
+      c=${order[$(( (i + r) % 3 ))]}
+      echo "== $test round $((r + 1))/$ROUNDS: $c" >&2
+      run_contender "$c"
+    done
+  done
+  # shellcheck disable=SC2086
+  t8=$(median ${TIMES[n8]}); t1=$(median ${TIMES[n1]}); ts=$(median ${TIMES[sluice]})
+  # shellcheck disable=SC2086
+  cpu=$(median $CPUS); rss=$(median $RSSS)
   SLUICE0[$test]=$(rate "$BACKLOG" "$ts")
   {
-  echo "| $test | native, 8 threads optimistic | $BACKLOG | $ev | $t8 | $(rate "$BACKLOG" "$t8") | $(rate "$ev" "$t8") | | | |"
-  echo "| $test | native, 1 thread | $BACKLOG | $ev | $t1 | $(rate "$BACKLOG" "$t1") | $(rate "$ev" "$t1") | | | |"
-  echo "| $test | sluice, $WORKERS workers | $BACKLOG | $ev | $ts | $(rate "$BACKLOG" "$ts") | $(rate "$ev" "$ts") | $cpu | $rss | $(ratio "$t8" "$ts") |"
+  # shellcheck disable=SC2086
+  echo "| $test | native, 8 threads optimistic | $BACKLOG | $EV | $t8 | $(rate "$BACKLOG" "$t8") | $(rate "$EV" "$t8") | $(rates "$BACKLOG" ${TIMES[n8]}) | | | |"
+  # shellcheck disable=SC2086
+  echo "| $test | native, 1 thread | $BACKLOG | $EV | $t1 | $(rate "$BACKLOG" "$t1") | $(rate "$EV" "$t1") | $(rates "$BACKLOG" ${TIMES[n1]}) | | | |"
+  # shellcheck disable=SC2086
+  echo "| $test | sluice, $WORKERS workers | $BACKLOG | $EV | $ts | $(rate "$BACKLOG" "$ts") | $(rate "$EV" "$ts") | $(rates "$BACKLOG" ${TIMES[sluice]}) | $cpu | $rss | **$(ratio "$t8" "$ts")** |"
   } | tee -a "$OUT"
 done
 
-echo "== sluice with ${LATENCY} ms added to each round trip to the target"
+if part latency; then
+echo "== sluice at 0 ms and with ${LATENCY} ms added to each round trip to the target ($ROUNDS rounds, a backlog each)"
 PROXY_PORT_FILE=$WORK/proxy.addr
 "$WORK/latencyproxy" -upstream "127.0.0.1:$DST_PORT" -latency "$LATENCY" >"$PROXY_PORT_FILE" &
 PROXY_PID=$!
 until [ -s "$PROXY_PORT_FILE" ]; do sleep 0.1; done
 PROXY_PORT=$(sed 's/.*://' "$PROXY_PORT_FILE")
-backlog oltp_write_only "$BACKLOG"
-read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$PROXY_PORT")
-lat=$(rate "$BACKLOG" "$ts")
+declare -A LT LCPU LRSS
+variants=(zero lat lat_relaxed)
+for ((r = 0; r < ROUNDS; r++)); do
+  for ((i = 0; i < 3; i++)); do
+    v=${variants[$(( (i + r) % 3 ))]}
+    backlog oltp_write_only "$BACKLOG"
+    echo "== latency round $((r + 1))/$ROUNDS: $v" >&2
+    case $v in
+      zero) read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$DST_PORT") ;;
+      lat) read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$PROXY_PORT") ;;
+      lat_relaxed) read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$PROXY_PORT" relaxed) ;;
+    esac
+    LT[$v]+=" $ts"; LCPU[$v]+=" $cpu"; LRSS[$v]+=" $rss"
+  done
+done
+# shellcheck disable=SC2086
+z=$(median ${LT[zero]})
+zr=$(rate "$BACKLOG" "$z")
 {
 echo
-echo "| workload | contender | txns | time (s) | txn/s | CPU (s) | peak RSS (MB) | of sluice's 0 ms rate |"
-echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-echo "| oltp_write_only | sluice, $WORKERS workers, +${LATENCY} ms to the target | $BACKLOG | $ts | $lat | $cpu | $rss | $(awk -v a="$lat" -v b="${SLUICE0[oltp_write_only]}" 'BEGIN { printf "%.0f %%", 100 * a / b }') |"
+echo "| workload | contender | txns | median time (s) | median txn/s | txn/s per round | CPU (s) | peak RSS (MB) | of sluice's 0 ms rate (medians, same rounds) | of the write_only 0 ms median above |"
+echo "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+for v in "${variants[@]}"; do
+  case $v in
+    zero) name="sluice, $WORKERS workers, 0 ms" ;;
+    lat) name="sluice, $WORKERS workers, +${LATENCY} ms to the target" ;;
+    lat_relaxed) name="sluice, $WORKERS workers, +${LATENCY} ms, commit-order relaxed" ;;
+  esac
+  # shellcheck disable=SC2086
+  t=$(median ${LT[$v]}); lr=$(rate "$BACKLOG" "$t")
+  # shellcheck disable=SC2086
+  echo "| oltp_write_only | $name | $BACKLOG | $t | $lr | $(rates "$BACKLOG" ${LT[$v]}) | $(median ${LCPU[$v]}) | $(median ${LRSS[$v]}) | **$(pct "$lr" "$zr")** | $( [ -n "${SLUICE0[oltp_write_only]}" ] && pct "$lr" "${SLUICE0[oltp_write_only]}") |"
+done
 } | tee -a "$OUT"
 kill "$PROXY_PID"; PROXY_PID=""
+fi
 
+if part sweep; then
 echo "== worker-count sweep (oltp_write_only, $SWEEP_BACKLOG transactions each)"
 {
 echo
@@ -204,5 +273,6 @@ for w in $SWEEP; do
   read -r ts ev cpu rss < <(sluice_run "$w" "$DST_PORT")
   echo "| $w | $SWEEP_BACKLOG | $ts | $(rate "$SWEEP_BACKLOG" "$ts") | $(rate "$ev" "$ts") | $cpu | $rss |" | tee -a "$OUT"
 done
+fi
 echo
 echo "results written to $OUT"

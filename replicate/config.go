@@ -87,6 +87,7 @@ func FromTask(t *task.Config) (Config, error) {
 	c.Decode.RouteSchema, c.Decode.SchemaSelected = t.RouteSchema, t.SchemaSelected
 	c.Apply.Task = t.Name
 	c.Apply.Workers, c.Apply.Batch = inc.WorkerCount, inc.Batch
+	c.Apply.RelaxedOrder = inc.CommitOrder == "relaxed"
 	c.MetricsAddr = inc.MetricsAddr
 	c.Start = sluice.Position{File: inc.BinlogFile, Pos: inc.BinlogPos, GTIDSet: inc.GTIDSet, Flavor: inc.Flavor}
 	return c, c.Validate()

@@ -57,6 +57,10 @@ type Incremental struct {
 	RelayRetain string `yaml:"relay-retain"`
 	// Flavor is "mariadb" or "mysql"; empty means detect.
 	Flavor string `yaml:"flavor"`
+	// CommitOrder is "source" (the default: target transactions commit in
+	// source order) or "relaxed" (groups that do not conflict may commit
+	// out of source order; see docs/manual/apply.md).
+	CommitOrder string `yaml:"commit-order"`
 }
 
 // Tables selects tables by "schema.table" glob patterns (* and ?).
@@ -185,6 +189,11 @@ func (c *Config) Validate() error {
 	case "", "mariadb", "mysql":
 	default:
 		return bad("incremental.flavor", "must be mariadb or mysql")
+	}
+	switch c.Incremental.CommitOrder {
+	case "", "source", "relaxed":
+	default:
+		return bad("incremental.commit-order", "must be source or relaxed")
 	}
 	return nil
 }
