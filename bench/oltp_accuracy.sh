@@ -16,7 +16,7 @@
 #
 # Knobs (environment): SLUICE (binary, default bin/sluice), TABLES (4),
 # TABLE_SIZE (100000), THREADS ("4 16"), WORKLOADS ("point_select
-# write_only"), TIME (15 seconds per run), REPS (5), TOLERANCE (0.10),
+# write_only"), TIME (15 seconds per run), REPS (7), TOLERANCE (0.10),
 # PIN (1), FSYNC (0), OUT (docs/benchmarks/oltp.md).
 #
 # FSYNC=0 starts the server with innodb_flush_log_at_trx_commit=2: write_only
@@ -33,7 +33,7 @@ TABLE_SIZE=${TABLE_SIZE:-100000}
 THREADS=${THREADS:-"4 16"}
 WORKLOADS=${WORKLOADS:-"point_select write_only"}
 TIME=${TIME:-15}
-REPS=${REPS:-5}
+REPS=${REPS:-7}
 TOLERANCE=${TOLERANCE:-0.10}
 PIN=${PIN:-1}
 FSYNC=${FSYNC:-0}
@@ -198,9 +198,12 @@ $TABLES_MD
 - The machine is shared with builds and other benchmarks, and its disk fsync latency swings, so single
   runs are noisy (write_only most of all); only the medians of alternating runs are compared.
 - sysbench 1.0.20 has no warmup option; \`prewarm\` loads the tables into the buffer pool first.
-- sluice runs with its default \`--client-io blocking\`: one OS thread per benchmark thread, blocked
-  in read() like sysbench's; with Go's poller (\`--client-io netpoll\`) it spends more client CPU per
-  query, which shows as lower QPS when client and server share cores.
+- sluice runs with its default \`--client-io blocking\`: one OS thread per benchmark thread, asleep in
+  poll() until the server answers, like sysbench's Connector/C. The waits are raw system calls: with
+  ordinary ones, every wait of 10 ms or more (common when the client's CPU is shared) set Go's sysmon
+  thread polling every 20 µs, and those extra wake-ups got sluice's threads onto the busy CPU sooner
+  than sysbench's, so sluice read up to 1.2x sysbench's QPS on a loaded machine (see
+  docs/manual/bench.md, "Client threads").
 - MariaDB's Connector/C (sysbench's client library) asks the server to cache result-set metadata for
   prepared statements; Go's MySQL driver does not, so for point_select the server sends about 45 more
   bytes per query to sluice than to sysbench.

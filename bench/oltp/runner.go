@@ -112,16 +112,13 @@ func Run(ctx context.Context, cfg Config, run *report.Run) error {
 	}
 	recordParams(run, cfg)
 	dcfg := cfg.Conn.driverConfig(cfg.Conn.DB)
-	if cfg.ClientIO != "netpoll" && dcfg.Net == "tcp" {
-		dcfg.DialFunc = dialBlocking
-	}
-	connector, err := mysql.NewConnector(dcfg)
-	if err != nil {
-		return fmt.Errorf("connection settings: %v", err)
-	}
 	for _, name := range cfg.Workloads {
 		w, _ := Lookup(name)
 		for _, threads := range cfg.Threads {
+			connector, err := workerConnector(dcfg, cfg.ClientIO, threads)
+			if err != nil {
+				return fmt.Errorf("connection settings: %v", err)
+			}
 			res, err := measure(ctx, connector, cfg, w, threads)
 			if res != nil {
 				run.Add(*res)
@@ -175,6 +172,18 @@ func recordParams(run *report.Run, cfg Config) {
 // maxProcs caps the GOMAXPROCS that blocking client I/O asks for.
 const maxProcs = 1026
 
+// workerConnector opens the worker connections of one measurement at
+// threads. With blocking client I/O over TCP their waits are raw system
+// calls when every worker gets a P of its own (see blockingConn and
+// measure), ordinary ones past maxProcs.
+func workerConnector(dcfg *mysql.Config, clientIO string, threads int) (driver.Connector, error) {
+	c := dcfg.Clone()
+	if clientIO != "netpoll" && c.Net == "tcp" {
+		c.DialFunc = blockingDialer(threads+2 <= maxProcs)
+	}
+	return mysql.NewConnector(c)
+}
+
 // tally is one worker's figures since the collector last took them.
 type tally struct {
 	mu                                        sync.Mutex
@@ -218,11 +227,12 @@ func newTally() *tally { return &tally{lat: report.NewLatency()} }
 func measure(ctx context.Context, connector driver.Connector, cfg Config, w *Workload, threads int) (*report.Result, error) {
 	kinds := w.Kinds(cfg.Mix)
 	if cfg.ClientIO != "netpoll" {
-		// A worker blocked in read() keeps its P; with a P per worker and
-		// two to spare, no runnable goroutine waits for sysmon to retake
-		// one. Restored when the measurement ends.
-		// Capped, since each P costs memory; past the cap a blocked
-		// worker's P is handed off by sysmon, which is slower but correct.
+		// A worker waiting for the server keeps its P (a raw ppoll, see
+		// blockingConn); with a P per worker and two to spare, the
+		// collector and the runtime always find one. Restored when the
+		// measurement ends. Capped, since each P costs memory; past the
+		// cap the waits are ordinary system calls whose P sysmon hands
+		// off, which is slower but correct.
 		want := min(threads+2, maxProcs)
 		if prev := runtime.GOMAXPROCS(0); prev < want {
 			runtime.GOMAXPROCS(want)
