@@ -61,6 +61,9 @@ type Stats struct {
 	// transactions this run skipped because they were in them.
 	SkipRanges int
 	Skipped    uint64
+	// LockYields counts groups rolled back and run again because they held
+	// a lock that a group earlier in commit order waited for (lockwait.go).
+	LockYields uint64
 }
 
 // Applier applies a decoded stream to the target. Submit is called by one
@@ -186,6 +189,12 @@ func (a *Applier) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	for _, w := range a.workers {
+		if w.connID, err = connectionID(ctx, w.conn); err != nil {
+			a.closeConns()
+			return fmt.Errorf("read the worker session id: %w", err)
+		}
+	}
 	if err := a.fenceOld(ctx); err != nil {
 		a.closeConns()
 		return err
@@ -213,6 +222,15 @@ func (a *Applier) Start(ctx context.Context) error {
 		defer close(a.done)
 		a.schedule()
 	}()
+	if !a.cfg.RelaxedOrder && len(a.workers) > 1 {
+		// Groups that commit out of order never wait for a turn while
+		// holding locks, so only ordered commit needs the monitor.
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.lockMonitor()
+		}()
+	}
 	return nil
 }
 

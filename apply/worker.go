@@ -101,6 +101,13 @@ type worker struct {
 	// and possibly still past the low-water mark (RelaxedOrder).
 	own  []txnRange
 	done []byte
+	// For the lock monitor (lockwait.go): the server's id of conn, the
+	// group being executed, the group waiting for its commit turn (0:
+	// none), and the monitor's request to roll back (guarded by a.mu).
+	connID   uint64
+	execSeq  atomic.Uint64
+	waitSeq  atomic.Uint64
+	yieldReq bool
 }
 
 func (w *worker) run() {
@@ -135,6 +142,7 @@ func (w *worker) run() {
 
 func (w *worker) apply(ctx context.Context, u *unit) error {
 	a, b := w.a, &w.bw
+	w.execSeq.Store(u.seq)
 	b.buf = append(b.buf[:0], "START TRANSACTION"...)
 	if err := w.statements(ctx, u); err != nil {
 		return w.wrap(u, err)
@@ -170,8 +178,14 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 		if err := b.exec(ctx); err != nil {
 			return w.wrap(u, err)
 		}
-		if err := a.waitTurn(u.seq); err != nil {
+		yielded, err := w.awaitTurn(u.seq)
+		if err != nil {
 			return err
+		}
+		if yielded {
+			// Rolled back to free a lock an earlier group needed; now it
+			// is this group's turn, so it runs again and commits at once.
+			return w.apply(ctx, u)
 		}
 		t0 := time.Now()
 		if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
