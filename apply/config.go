@@ -76,10 +76,11 @@ type Config struct {
 	MetaSchema string
 	// Queue is how many stream items Submit buffers before it blocks.
 	Queue int
-	// LockWaitTimeout is the target session's innodb_lock_wait_timeout. A
-	// lock wait between workers (possible only through constraints the
-	// writeset cannot see, such as foreign keys) fails fast and the task
-	// restarts from its checkpoint.
+	// LockWaitTimeout is the target session's innodb_lock_wait_timeout.
+	// Lock waits between workers that the writesets cannot see (locks on
+	// neighbouring unique index entries, foreign keys) are broken by the
+	// lock monitor (lockwait.go) well before it; the timeout is the last
+	// resort, after which the task restarts from its checkpoint.
 	LockWaitTimeout time.Duration
 }
 
