@@ -52,7 +52,9 @@ func exitCode(err error) int {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	endProfile := startProfile()
 	err := newRoot().ExecuteContext(ctx)
+	endProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sluice: "+strings.Join(strings.Fields(err.Error()), " "))
 		stop()
