@@ -2,6 +2,7 @@ package replicate_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand"
 	"os"
@@ -31,9 +32,31 @@ func buildSluice(t *testing.T) string {
 	return bin
 }
 
-func writeTask(t *testing.T, dir string, src, dst *sandbox.Instance, start sluice.Position, schema string) string {
-	t.Helper()
-	y := fmt.Sprintf(`name: %s
+// killScenario is the exactly-once test shared by both commit orders. It
+// kills the sluice process with SIGKILL at random moments while sysbench
+// oltp_write_only and plain INSERTs into a table without a key run on the
+// source, restarts it each time, lets a last run catch up and stops it with
+// SIGTERM, and finally checks that the target equals the source: a
+// transaction lost or applied twice would show up (a doubled INSERT into
+// the keyless table as an extra row). afterKill, if set, runs after each
+// kill.
+type killScenario struct {
+	schema, dstName string
+	tables          int
+	order           string // incremental.commit-order
+	afterKill       func(dst *sql.DB)
+}
+
+// killResult is what a scenario leaves for test-specific checks.
+type killResult struct {
+	bin, taskFile, stateDir string
+	dst                     *sandbox.Instance
+	end                     sluice.Position
+	kills, positions        int
+}
+
+func taskYAML(name, stateDir string, src, dst *sandbox.Instance, start sluice.Position, order string) string {
+	return fmt.Sprintf(`name: %s
 source: {host: 127.0.0.1, port: %d, user: root, password: ""}
 target: {host: 127.0.0.1, port: %d, user: root, password: ""}
 tables: {include: ["%s.*"]}
@@ -42,42 +65,36 @@ incremental:
   binlog-file: %s
   binlog-pos: %d
   worker-count: 8
-  batch: 50
+  batch: 20
+  commit-order: %s
   relay-sync: commit
   metrics-addr: "127.0.0.1:0"
-`, schema, src.Port, dst.Port, schema, filepath.Join(dir, "state"), start.File, start.Pos)
-	p := filepath.Join(dir, "task.yaml")
-	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+`, name, src.Port, dst.Port, name, stateDir, start.File, start.Pos, order)
 }
 
-// TestKill9ExactlyOnce kills the sluice process with SIGKILL at random
-// moments while sysbench oltp_write_only and plain INSERTs into a table
-// without a key run on the source, restarts it each time, and finally
-// checks that the target equals the source: a transaction lost or applied
-// twice would show up (a doubled INSERT into the keyless table as an extra
-// row).
-func TestKill9ExactlyOnce(t *testing.T) {
+func (k killScenario) run(t *testing.T) killResult {
+	t.Helper()
 	if _, err := exec.LookPath("sysbench"); err != nil {
 		t.Fatalf("sysbench not installed: %v", err)
 	}
-	bin := buildSluice(t)
-	dst := sandboxtest.Start(t, "dstk")
+	r := killResult{bin: buildSluice(t), dst: sandboxtest.Start(t, k.dstName)}
 	src := sandboxtest.MustOpen(t, srcInst, "")
 	start := masterStatus(t, src)
-	sandboxtest.MustExec(t, src, "CREATE DATABASE k9", "CREATE TABLE k9.nokey (a int, b varchar(64))")
+	sandboxtest.MustExec(t, src, "CREATE DATABASE "+k.schema, "CREATE TABLE "+k.schema+".nokey (a int, b varchar(64))")
 	sb := func(args ...string) *exec.Cmd {
 		base := []string{"oltp_write_only", "--mysql-host=127.0.0.1", fmt.Sprintf("--mysql-port=%d", srcInst.Port),
-			"--mysql-user=root", "--mysql-db=k9", "--tables=2", "--table-size=2000", "--db-ps-mode=disable"}
+			"--mysql-user=root", "--mysql-db=" + k.schema, fmt.Sprintf("--tables=%d", k.tables), "--table-size=2000", "--db-ps-mode=disable"}
 		return exec.Command("sysbench", append(base, args...)...)
 	}
 	if out, err := sb("prepare").CombinedOutput(); err != nil {
 		t.Fatalf("sysbench prepare: %v: %s", err, out)
 	}
 	dir := t.TempDir()
-	taskFile := writeTask(t, dir, srcInst, dst, start, "k9")
+	r.stateDir = filepath.Join(dir, "state")
+	r.taskFile = filepath.Join(dir, "task.yaml")
+	if err := os.WriteFile(r.taskFile, []byte(taskYAML(k.schema, r.stateDir, srcInst, r.dst, start, k.order)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// Load on the source for the whole crash phase.
 	ctx, stopLoad := context.WithCancel(context.Background())
@@ -95,7 +112,7 @@ func TestKill9ExactlyOnce(t *testing.T) {
 	go func() {
 		defer insDone.Done()
 		for i := 0; ctx.Err() == nil; i++ {
-			if _, err := src.Exec(fmt.Sprintf("INSERT INTO k9.nokey VALUES (%d, 'row %d')", i%10, i)); err != nil {
+			if _, err := src.Exec(fmt.Sprintf("INSERT INTO %s.nokey VALUES (%d, 'row %d')", k.schema, i%10, i)); err != nil {
 				t.Errorf("insert into nokey: %v", err)
 				return
 			}
@@ -103,37 +120,42 @@ func TestKill9ExactlyOnce(t *testing.T) {
 		}
 	}()
 
-	logf, err := os.Create(filepath.Join(dir, "sluice.log"))
+	logPath := filepath.Join(dir, "sluice.log")
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
 	startSluice := func() *exec.Cmd {
-		cmd := exec.Command(bin, "migrate", "--config", taskFile, "--mode", "incremental")
+		cmd := exec.Command(r.bin, "migrate", "--config", r.taskFile, "--mode", "incremental")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		return cmd
 	}
+	d := sandboxtest.MustOpen(t, r.dst, "")
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	kills := 0
 	progress := map[string]bool{}
-	for deadline := time.Now().Add(18 * time.Second); kills < 5 || time.Now().Before(deadline); kills++ {
+	for deadline := time.Now().Add(18 * time.Second); r.kills < 5 || time.Now().Before(deadline); r.kills++ {
 		cmd := startSluice()
 		time.Sleep(time.Duration(300+rng.Intn(2500)) * time.Millisecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		_ = cmd.Wait()
-		if st, err := replicate.ReadStatus(filepath.Join(dir, "state")); err == nil {
+		if st, err := replicate.ReadStatus(r.stateDir); err == nil {
 			progress[st.Applied.String()] = true
 		}
+		if k.afterKill != nil {
+			k.afterKill(d)
+		}
 	}
+	r.positions = len(progress)
 	// The kills must land while sluice is replicating, not only while it
 	// starts: the applied position has to move between them.
 	if len(progress) < 3 {
-		t.Fatalf("applied positions seen across %d kills: %v; log:\n%s", kills, progress, tail(filepath.Join(dir, "sluice.log")))
+		t.Fatalf("applied positions seen across %d kills: %v; log:\n%s", r.kills, progress, tail(logPath))
 	}
 	sbDone.Wait()
 	stopLoad()
@@ -143,19 +165,18 @@ func TestKill9ExactlyOnce(t *testing.T) {
 	}
 
 	// A last run catches up; SIGTERM stops it cleanly.
-	end := masterStatus(t, src)
+	r.end = masterStatus(t, src)
 	cmd := startSluice()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	stateDir := filepath.Join(dir, "state")
 	for {
-		s, err := replicate.ReadStatus(stateDir)
-		if err == nil && after(s.Applied, end) && s.PID == cmd.Process.Pid {
+		s, err := replicate.ReadStatus(r.stateDir)
+		if err == nil && after(s.Applied, r.end) && s.PID == cmd.Process.Pid {
 			break
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("sluice exited early (%v); log:\n%s", err, tail(filepath.Join(dir, "sluice.log")))
+			t.Fatalf("sluice exited early (%v); log:\n%s", err, tail(logPath))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -163,29 +184,22 @@ func TestKill9ExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-exited; err != nil {
-		t.Fatalf("sluice after SIGTERM: %v; log:\n%s", err, tail(filepath.Join(dir, "sluice.log")))
+		t.Fatalf("sluice after SIGTERM: %v; log:\n%s", err, tail(logPath))
 	}
-	if s, _ := replicate.ReadStatus(stateDir); s.Stage != replicate.StageStopped {
+	if s, _ := replicate.ReadStatus(r.stateDir); s.Stage != replicate.StageStopped {
 		t.Fatalf("stage after SIGTERM: %+v", s)
 	}
-	t.Logf("%d kills, %d distinct applied positions at the kills", kills, len(progress))
-	if os.Getenv("K9_DEBUG") != "" {
-		d := sandboxtest.MustOpen(t, dst, "")
-		rows, _ := d.Query("SELECT a, b, COUNT(*) FROM k9.nokey GROUP BY a, b HAVING COUNT(*) > 1")
-		for rows != nil && rows.Next() {
-			var a, n int
-			var b string
-			_ = rows.Scan(&a, &b, &n)
-			t.Logf("duplicate on target: %d %q x%d", a, b, n)
-		}
-		_ = exec.Command("cp", "-r", dir, "/tmp/k9debug").Run()
-		_ = exec.Command("cp", "-r", filepath.Join(srcInst.Home, "data"), "/tmp/k9debug/srcdata").Run()
-	}
-	sameData(t, srcInst, dst, "k9")
+	sameData(t, srcInst, r.dst, k.schema)
+	return r
+}
 
+// TestKill9ExactlyOnce runs the kill scenario with commit order kept.
+func TestKill9ExactlyOnce(t *testing.T) {
+	r := killScenario{schema: "k9", dstName: "dstk", tables: 2, order: "source"}.run(t)
+	t.Logf("%d kills, %d distinct applied positions at the kills", r.kills, r.positions)
 	// sluice status reads the task's status file.
-	out, err := exec.Command(bin, "status", "--config", taskFile).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "stopped") || !strings.Contains(string(out), end.File) {
+	out, err := exec.Command(r.bin, "status", "--config", r.taskFile).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "stopped") || !strings.Contains(string(out), r.end.File) {
 		t.Fatalf("sluice status: %v:\n%s", err, out)
 	}
 }
