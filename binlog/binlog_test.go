@@ -236,7 +236,24 @@ func TestPurgedPositionIsRefused(t *testing.T) {
 	first := masterStatus(t, db)
 	sandboxtest.MustExec(t, db, "CREATE DATABASE p", "FLUSH BINARY LOGS", "CREATE TABLE p.t (id int primary key)", "FLUSH BINARY LOGS")
 	now := masterStatus(t, db)
-	sandboxtest.MustExec(t, db, "PURGE BINARY LOGS TO '"+now.File+"'")
+	// MariaDB keeps a file that InnoDB's crash recovery may still need
+	// until its binlog checkpoint is written, and PURGE skips it silently;
+	// repeat until every file before now.File is gone.
+	for i := 0; ; i++ {
+		sandboxtest.MustExec(t, db, "PURGE BINARY LOGS TO '"+now.File+"'")
+		var oldest string
+		var size any
+		if err := db.QueryRow("SHOW BINARY LOGS").Scan(&oldest, &size); err != nil {
+			t.Fatal(err)
+		}
+		if oldest == now.File {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("PURGE BINARY LOGS TO %s keeps %s", now.File, oldest)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	info, err := binlog.Check(context.Background(), config(inst))
 	if err != nil {
@@ -261,10 +278,13 @@ func TestPurgedPositionIsRefused(t *testing.T) {
 		t.Fatalf("reading a purged file: want ErrBinlogPurged, got %v", err)
 	}
 	// A GTID set from before the purge is refused as well.
-	_, err = binlog.ResolveGTID(context.Background(), config(inst), first.GTIDSet+"0-"+fmt.Sprint(inst.ServerID)+"-1")
-	if first.GTIDSet == "" {
-		_, err = binlog.ResolveGTID(context.Background(), config(inst), "0-"+fmt.Sprint(inst.ServerID)+"-1")
+	// (first.GTIDSet, or the first transaction's GTID on a sandbox that
+	// had none: either continues in a purged file.)
+	old := first.GTIDSet
+	if old == "" {
+		old = "0-" + fmt.Sprint(inst.ServerID) + "-1"
 	}
+	_, err = binlog.ResolveGTID(context.Background(), config(inst), old)
 	if !errors.Is(err, sluice.ErrBinlogPurged) {
 		t.Fatalf("resolving a purged GTID set: want ErrBinlogPurged, got %v", err)
 	}
