@@ -178,20 +178,20 @@ func newSnapshot(p sluice.Position) (*snapshot, error) {
 	return s, nil
 }
 
+// parseMaria parses "domain-server-seq" without allocating: it runs once
+// per replicated transaction.
 func parseMaria(g string) (domain uint32, seq uint64, err error) {
-	parts := strings.Split(g, "-")
-	if len(parts) != 3 {
+	d, rest, ok1 := strings.Cut(g, "-")
+	_, n, ok2 := strings.Cut(rest, "-")
+	if !ok1 || !ok2 {
 		return 0, 0, fmt.Errorf("bad MariaDB GTID %q", g)
 	}
-	d, err := strconv.ParseUint(parts[0], 10, 32)
-	if err != nil {
+	dv, err1 := strconv.ParseUint(d, 10, 32)
+	nv, err2 := strconv.ParseUint(n, 10, 64)
+	if err1 != nil || err2 != nil {
 		return 0, 0, fmt.Errorf("bad MariaDB GTID %q", g)
 	}
-	n, err := strconv.ParseUint(parts[2], 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("bad MariaDB GTID %q", g)
-	}
-	return uint32(d), n, nil
+	return uint32(dv), nv, nil
 }
 
 // contains reports whether the transaction with gtid, one of whose events

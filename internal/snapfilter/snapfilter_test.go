@@ -226,3 +226,17 @@ func TestUnmatchableMixedTables(t *testing.T) {
 		t.Errorf("mixed table with a second unique key: %v, want a refusal", err)
 	}
 }
+
+func TestParseMaria(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		d      uint32
+		n      uint64
+		wantOK bool
+	}{{"0-1-10", 0, 10, true}, {"3-100-18446744073709551615", 3, 1<<64 - 1, true}, {"0-1", 0, 0, false}, {"x-1-2", 0, 0, false}, {"0-1-2-3", 0, 0, false}} {
+		d, n, err := parseMaria(c.in)
+		if (err == nil) != c.wantOK || c.wantOK && (d != c.d || n != c.n) {
+			t.Errorf("parseMaria(%q) = %d, %d, %v", c.in, d, n, err)
+		}
+	}
+}
