@@ -66,6 +66,32 @@ func childCmdBin(bin string, src *sandbox.Instance, task string, until sluice.Po
 	return cmd
 }
 
+// parallelWriters runs txn(i) for i in [0, n) on 4 goroutines, each taking
+// every fourth i in order, and fails the test on the first error.
+func parallelWriters(t *testing.T, n int, txn func(i int) error) {
+	t.Helper()
+	const writers = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += writers {
+				if err := txn(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // sourceWorkload runs n small transactions on the source: a counter update
 // (a double apply would show in the sum), an insert into a keyed log, and
 // inserts and deletes on a keyless table, with a DDL in the middle.
@@ -80,37 +106,19 @@ func sourceWorkload(t *testing.T, src *sql.DB, db string, n int) {
 	for i := 0; i < 20; i++ {
 		sandboxtest.MustExec(t, src, fmt.Sprintf("INSERT INTO %s.acc VALUES (%d, 0)", db, i))
 	}
-	const writers = 4
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < n; i += writers {
-				if i == n/2 {
-					if _, err := src.Exec("ALTER TABLE " + db + ".log ADD COLUMN extra INT NOT NULL DEFAULT 0, ADD KEY (acc)"); err != nil {
-						errs <- err
-						return
-					}
-				}
-				if err := retryTxn(src, []string{
-					fmt.Sprintf("UPDATE %s.acc SET n = n + 1 WHERE id = %d", db, i%20),
-					fmt.Sprintf("INSERT INTO %s.log (id, acc, v) VALUES (%d, %d, 'v%d')", db, i, i%20, i),
-					fmt.Sprintf("INSERT INTO %s.nk VALUES (%d, %d), (%d, %d)", db, i%7, i, i%7, i),
-					fmt.Sprintf("DELETE FROM %s.nk WHERE b = %d LIMIT 1", db, i-8),
-				}); err != nil {
-					errs <- err
-					return
-				}
+	parallelWriters(t, n, func(i int) error {
+		if i == n/2 {
+			if _, err := src.Exec("ALTER TABLE " + db + ".log ADD COLUMN extra INT NOT NULL DEFAULT 0, ADD KEY (acc)"); err != nil {
+				return err
 			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return retryTxn(src, []string{
+			fmt.Sprintf("UPDATE %s.acc SET n = n + 1 WHERE id = %d", db, i%20),
+			fmt.Sprintf("INSERT INTO %s.log (id, acc, v) VALUES (%d, %d, 'v%d')", db, i, i%20, i),
+			fmt.Sprintf("INSERT INTO %s.nk VALUES (%d, %d), (%d, %d)", db, i%7, i, i%7, i),
+			fmt.Sprintf("DELETE FROM %s.nk WHERE b = %d LIMIT 1", db, i-8),
+		})
+	})
 }
 
 // TestKill9ExactlyOnce applies a backlog with a replication process that is

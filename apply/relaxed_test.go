@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,33 +32,16 @@ func relaxedWorkload(t *testing.T, src *sql.DB, db string, n int) {
 		"CREATE TABLE "+db+".nk (a INT, b INT)",
 		"INSERT INTO "+db+".acc SELECT seq, 0 FROM "+db+".seq_0_to_199",
 	)
-	const writers = 4
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < n; i += writers {
-				stmts := []string{
-					fmt.Sprintf("INSERT INTO %s.log VALUES (%d, 'v%d')", db, i, i),
-					fmt.Sprintf("UPDATE %s.acc SET n = n + 1 WHERE id = %d", db, i%200),
-				}
-				if i%5 == 0 {
-					stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.nk VALUES (%d, %d)", db, i%3, i))
-				}
-				if err := retryTxn(src, stmts); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	parallelWriters(t, n, func(i int) error {
+		stmts := []string{
+			fmt.Sprintf("INSERT INTO %s.log VALUES (%d, 'v%d')", db, i, i),
+			fmt.Sprintf("UPDATE %s.acc SET n = n + 1 WHERE id = %d", db, i%200),
+		}
+		if i%5 == 0 {
+			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.nk VALUES (%d, %d)", db, i%3, i))
+		}
+		return retryTxn(src, stmts)
+	})
 }
 
 // TestRelaxedOrderApplies applies independent transactions with

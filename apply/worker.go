@@ -202,10 +202,7 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 // no checkpoint row holds it yet (its own commit-time view lagged).
 func (w *worker) persistMark(ctx context.Context) error {
 	a := w.a
-	a.mu.Lock()
-	markSeq, mark := a.nextCommit-1, a.stats.Applied
-	lag := markSeq > a.persisted
-	a.mu.Unlock()
+	markSeq, mark, lag := a.unpersistedMark()
 	if !lag {
 		return nil
 	}
@@ -226,10 +223,7 @@ func (a *Applier) persistMark(ctx context.Context) error {
 	if !a.cfg.RelaxedOrder {
 		return nil // in order, each commit wrote its own end as the mark
 	}
-	a.mu.Lock()
-	markSeq, mark := a.nextCommit-1, a.stats.Applied
-	lag := markSeq > a.persisted
-	a.mu.Unlock()
+	markSeq, mark, lag := a.unpersistedMark()
 	if !lag {
 		return nil
 	}
@@ -239,6 +233,15 @@ func (a *Applier) persistMark(ctx context.Context) error {
 	}
 	a.markPersisted(markSeq)
 	return nil
+}
+
+// unpersistedMark returns the current low-water mark (its group sequence
+// and position) and whether no checkpoint row holds it yet.
+func (a *Applier) unpersistedMark() (seq uint64, mark sluice.Position, lag bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	seq = a.nextCommit - 1
+	return seq, a.stats.Applied, seq > a.persisted
 }
 
 func (a *Applier) markPersisted(seq uint64) {
