@@ -7,148 +7,210 @@ import (
 )
 
 // committer group-commits mutations: callers block in do until their
-// mutation is durable. A worker that finds another store transaction in
-// flight does not start a small one beside it: it gathers what arrives
-// until that transaction ends (or its batch is full), so that under load
-// many transactions' changes share one fsync, while a lone change on an
-// idle store is written at once. Workers beyond the first only add
-// parallel commits when batches fill up. Nothing is acknowledged early.
+// mutation is durable. Nothing is acknowledged early.
+//
+// There is no committer goroutine: the caller that finds no store
+// transaction in flight commits its own mutation at once (a lone change on
+// an idle store pays no handoff), and callers that arrive meanwhile queue.
+// When a store transaction ends, its leader wakes its followers with their
+// results and makes the head of the queue the next leader, which commits
+// everything queued behind it in one store transaction. So under load many
+// transactions' changes share one fsync, and each commit costs one wake-up
+// per follower instead of a handoff to a worker and one back: on a machine
+// whose cores are saturated those wake-ups were a tenth of the
+// coordinator's CPU. Leaders beyond the first (up to workers) only start
+// when a full batch is waiting.
 type committer struct {
 	store    Store
-	ch       chan *pending
 	maxBatch int
+	workers  int
 	metrics  *Metrics
-	wg       sync.WaitGroup
-	quit     chan struct{}
 
-	mu       sync.Mutex
-	inflight int
-	ended    chan struct{} // closed (and replaced) whenever a store transaction ends
+	mu      sync.Mutex
+	queue   []*pending
+	leaders int // callers leading a store transaction, or told to
+	closed  bool
+	idle    *sync.Cond // signalled when leaders drops to 0 after close
 }
 
+// A pending mutation moves queued -> (leading ->) taken -> done.
+const (
+	pendQueued = iota
+	pendLeading
+	pendTaken
+	pendDone
+)
+
 type pending struct {
-	m    *Mutation
-	done chan error
+	m     *Mutation
+	err   error
+	state int           // guarded by committer.mu
+	wake  chan struct{} // buffered: done, or made leader
 }
 
 func newCommitter(store Store, workers, maxBatch int, m *Metrics) *committer {
-	c := &committer{store: store, ch: make(chan *pending, maxBatch*workers), maxBatch: maxBatch, metrics: m,
-		quit: make(chan struct{}), ended: make(chan struct{})}
-	for i := 0; i < workers; i++ {
-		c.wg.Add(1)
-		go c.loop()
-	}
+	c := &committer{store: store, maxBatch: max(maxBatch, 1), workers: max(workers, 1), metrics: m}
+	c.idle = sync.NewCond(&c.mu)
 	return c
+}
+
+// canLead tells (under mu) whether a new leader may start.
+func (c *committer) canLead() bool {
+	return c.leaders == 0 || (c.leaders < c.workers && len(c.queue) >= c.maxBatch)
 }
 
 // do applies one mutation and returns its own outcome.
 func (c *committer) do(ctx context.Context, m *Mutation) error {
-	p := &pending{m: m, done: make(chan error, 1)}
-	select {
-	case c.ch <- p:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.quit:
+	p := &pending{m: m, wake: make(chan struct{}, 1)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
 		return context.Canceled
 	}
-	select {
-	case err := <-p.done:
-		return err
-	case <-ctx.Done():
-		// The mutation may still be applied; callers treat this like a crash.
-		return ctx.Err()
+	c.queue = append(c.queue, p)
+	if c.canLead() {
+		c.leaders++
+		p.state = pendLeading
+		c.mu.Unlock()
+		c.lead(p)
+		return p.err
+	}
+	c.mu.Unlock()
+	for {
+		select {
+		case <-p.wake:
+		case <-ctx.Done():
+			c.mu.Lock()
+			switch p.state {
+			case pendQueued:
+				c.remove(p)
+				c.mu.Unlock()
+				return ctx.Err()
+			case pendTaken:
+				// In a store transaction now: it may still be applied;
+				// callers treat this like a crash.
+				c.mu.Unlock()
+				return ctx.Err()
+			}
+			c.mu.Unlock()
+			// Done, or made leader: a leader must lead even for a caller
+			// that gave up, or the queue behind it would wait forever.
+		}
+		c.mu.Lock()
+		st := p.state
+		c.mu.Unlock()
+		switch st {
+		case pendDone:
+			return p.err
+		case pendLeading:
+			c.lead(p)
+			return p.err
+		}
 	}
 }
 
-// busy tells whether a store transaction is in flight, and returns the
-// channel that is closed when one ends.
-func (c *committer) busy() (bool, <-chan struct{}) {
+// remove drops p from the queue (under mu).
+func (c *committer) remove(p *pending) {
+	for i, q := range c.queue {
+		if q == p {
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// lead commits self and what is queued (up to a batch) in one store
+// transaction, hands out the results, and passes the lead on.
+func (c *committer) lead(self *pending) {
+	c.mu.Lock()
+	if c.closed {
+		self.state, self.err = pendDone, context.Canceled
+		c.remove(self)
+		c.endLead()
+		c.mu.Unlock()
+		return
+	}
+	batch := make([]*pending, 0, min(len(c.queue), c.maxBatch))
+	batch = append(batch, self)
+	self.state = pendTaken
+	rest := c.queue[:0]
+	for _, q := range c.queue {
+		switch {
+		case q == self:
+		case q.state == pendQueued && len(batch) < c.maxBatch:
+			q.state = pendTaken
+			batch = append(batch, q)
+		default:
+			rest = append(rest, q)
+		}
+	}
+	clear(c.queue[len(rest):])
+	c.queue = rest
+	c.mu.Unlock()
+
+	muts := make([]*Mutation, len(batch))
+	for i, p := range batch {
+		muts[i] = p.m
+	}
+	start := time.Now()
+	errs, err := c.store.Apply(context.Background(), muts)
+	c.metrics.observeCommit(len(batch), time.Since(start), err)
+
+	c.mu.Lock()
+	for i, p := range batch {
+		p.state = pendDone
+		if err != nil {
+			p.err = err
+		} else {
+			p.err = errs[i]
+		}
+		if p != self {
+			p.wake <- struct{}{}
+		}
+	}
+	c.endLead()
+	c.mu.Unlock()
+}
+
+// endLead (under mu) retires one leader and makes the head of the queue
+// the next one when a new store transaction may start.
+func (c *committer) endLead() {
+	c.leaders--
+	if c.closed {
+		if c.leaders == 0 {
+			c.idle.Broadcast()
+		}
+		return
+	}
+	for _, q := range c.queue {
+		if !c.canLead() {
+			break
+		}
+		if q.state == pendQueued {
+			q.state = pendLeading
+			c.leaders++
+			q.wake <- struct{}{}
+		}
+	}
+}
+
+// close fails what is queued and waits for the store transactions in
+// flight; later calls to do fail at once.
+func (c *committer) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.inflight > 0, c.ended
-}
-
-func (c *committer) begin() {
-	c.mu.Lock()
-	c.inflight++
-	c.mu.Unlock()
-}
-
-func (c *committer) end() {
-	c.mu.Lock()
-	c.inflight--
-	close(c.ended)
-	c.ended = make(chan struct{})
-	c.mu.Unlock()
-}
-
-func (c *committer) loop() {
-	defer c.wg.Done()
-	batch := make([]*pending, 0, c.maxBatch)
-	for {
-		batch = batch[:0]
-		select {
-		case p := <-c.ch:
-			batch = append(batch, p)
-		case <-c.quit:
-			return
+	c.closed = true
+	rest := c.queue[:0]
+	for _, q := range c.queue {
+		if q.state == pendQueued {
+			q.state, q.err = pendDone, context.Canceled
+			q.wake <- struct{}{}
+			continue
 		}
-		// Wait for at most one store transaction to end, so no change
-		// waits longer than one commit before its own starts.
-		waited := false
-	gather:
-		for len(batch) < c.maxBatch {
-			select {
-			case p := <-c.ch:
-				batch = append(batch, p)
-				continue
-			default:
-			}
-			if waited {
-				break
-			}
-			busy, ended := c.busy()
-			if !busy {
-				break
-			}
-			select {
-			case p := <-c.ch:
-				batch = append(batch, p)
-			case <-ended:
-				waited = true
-			case <-c.quit:
-				break gather
-			}
-		}
-		c.begin()
-		muts := make([]*Mutation, len(batch))
-		for i, p := range batch {
-			muts[i] = p.m
-		}
-		start := time.Now()
-		errs, err := c.store.Apply(context.Background(), muts)
-		c.end()
-		c.metrics.observeCommit(len(batch), time.Since(start), err)
-		for i, p := range batch {
-			if err != nil {
-				p.done <- err
-			} else {
-				p.done <- errs[i]
-			}
-		}
+		rest = append(rest, q)
 	}
-}
-
-func (c *committer) close() {
-	close(c.quit)
-	c.wg.Wait()
-	// Fail whatever is still queued so no caller waits forever.
-	for {
-		select {
-		case p := <-c.ch:
-			p.done <- context.Canceled
-		default:
-			return
-		}
+	c.queue = rest
+	for c.leaders > 0 {
+		c.idle.Wait()
 	}
 }

@@ -1,0 +1,195 @@
+package dtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// batchStore is a fake Store for the committer's own tests: the committer's
+// contract (each caller gets its own mutation's outcome, exactly once,
+// batches bounded, at most `workers` store transactions at once) does not
+// depend on a real store, and the real ones are tested with the coordinator
+// against bolt and MariaDB in the other tests. Apply fails the mutation
+// whose gid starts with "bad" and the whole batch when one starts with
+// "fail".
+type batchStore struct {
+	Store
+	mu       sync.Mutex
+	applied  map[string]int
+	batches  []int
+	inflight int
+	maxIn    int
+	gate     chan struct{} // when set, Apply waits on it
+}
+
+func (s *batchStore) Apply(ctx context.Context, muts []*Mutation) ([]error, error) {
+	s.mu.Lock()
+	s.inflight++
+	s.maxIn = max(s.maxIn, s.inflight)
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	time.Sleep(200 * time.Microsecond) // a commit takes a while, so batches form
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	s.batches = append(s.batches, len(muts))
+	errs := make([]error, len(muts))
+	for _, m := range muts {
+		if len(m.Gid) >= 4 && m.Gid[:4] == "fail" {
+			return nil, errors.New("batch failed")
+		}
+	}
+	for i, m := range muts {
+		if len(m.Gid) >= 3 && m.Gid[:3] == "bad" {
+			errs[i] = ErrExists
+			continue
+		}
+		s.applied[m.Gid]++
+	}
+	return errs, nil
+}
+
+func TestCommitterOutcomesExactlyOnce(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		t.Run(fmt.Sprint("workers=", workers), func(t *testing.T) {
+			st := &batchStore{applied: map[string]int{}}
+			c := newCommitter(st, workers, 8, NewMetrics(nil))
+			const callers, each = 40, 25
+			var wg sync.WaitGroup
+			errc := make(chan error, callers*each)
+			for g := 0; g < callers; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					for i := 0; i < each; i++ {
+						gid := fmt.Sprintf("g%d-%d", g, i)
+						if i%5 == 0 {
+							gid = "bad" + gid
+						}
+						err := c.do(context.Background(), &Mutation{Gid: gid})
+						if (i%5 == 0) != errors.Is(err, ErrExists) {
+							errc <- fmt.Errorf("%s: got %v", gid, err)
+						}
+					}
+				}(g)
+			}
+			wg.Wait()
+			c.close()
+			close(errc)
+			for err := range errc {
+				t.Error(err)
+			}
+			if len(st.applied) != callers*each*4/5 {
+				t.Errorf("applied %d mutations, want %d", len(st.applied), callers*each*4/5)
+			}
+			for gid, n := range st.applied {
+				if n != 1 {
+					t.Errorf("%s applied %d times", gid, n)
+				}
+			}
+			total, biggest := 0, 0
+			for _, n := range st.batches {
+				total += n
+				biggest = max(biggest, n)
+			}
+			if total != callers*each {
+				t.Errorf("batches held %d mutations, want %d", total, callers*each)
+			}
+			if biggest > 8 {
+				t.Errorf("a batch held %d mutations, more than the limit 8", biggest)
+			}
+			if biggest < 2 {
+				t.Errorf("no two mutations ever shared a commit (40 concurrent callers)")
+			}
+			if st.maxIn > workers {
+				t.Errorf("%d store transactions in flight, limit %d", st.maxIn, workers)
+			}
+		})
+	}
+}
+
+func TestCommitterBatchFailureReachesEveryCaller(t *testing.T) {
+	st := &batchStore{applied: map[string]int{}, gate: make(chan struct{})}
+	c := newCommitter(st, 1, 16, NewMetrics(nil))
+	first := make(chan error, 1)
+	go func() { first <- c.do(context.Background(), &Mutation{Gid: "ok0"}) }()
+	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.inflight == 1 })
+	// These queue behind the commit in flight and share the next one.
+	res := make(chan error, 2)
+	go func() { res <- c.do(context.Background(), &Mutation{Gid: "fail1"}) }()
+	go func() { res <- c.do(context.Background(), &Mutation{Gid: "ok2"}) }()
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 2 })
+	close(st.gate)
+	if err := <-first; err != nil {
+		t.Fatalf("first commit: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-res; err == nil || err.Error() != "batch failed" {
+			t.Errorf("caller in the failed batch got %v", err)
+		}
+	}
+	c.close()
+}
+
+func TestCommitterCancelAndClose(t *testing.T) {
+	st := &batchStore{applied: map[string]int{}, gate: make(chan struct{})}
+	c := newCommitter(st, 1, 16, NewMetrics(nil))
+	lead := make(chan error, 1)
+	go func() { lead <- c.do(context.Background(), &Mutation{Gid: "lead"}) }()
+	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.inflight == 1 })
+
+	// A queued caller that gives up leaves the queue and is never applied.
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- c.do(ctx, &Mutation{Gid: "gaveup"}) }()
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 1 })
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller got %v", err)
+	}
+	// One still queued when the committer closes fails, and close waits
+	// for the commit in flight.
+	queued := make(chan error, 1)
+	go func() { queued <- c.do(context.Background(), &Mutation{Gid: "queued"}) }()
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 1 })
+	closed := make(chan struct{})
+	go func() { c.close(); close(closed) }()
+	if err := <-queued; !errors.Is(err, context.Canceled) {
+		t.Fatalf("queued caller at close got %v", err)
+	}
+	select {
+	case <-closed:
+		t.Fatal("close returned with a store transaction in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(st.gate)
+	<-closed
+	if err := <-lead; err != nil {
+		t.Fatalf("the commit in flight at close: %v", err)
+	}
+	if err := c.do(context.Background(), &Mutation{Gid: "late"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("do after close got %v", err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.applied["gaveup"] != 0 || st.applied["queued"] != 0 || st.applied["late"] != 0 || st.applied["lead"] != 1 {
+		t.Fatalf("applied %v: want only lead", st.applied)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i > 10000 {
+			t.Fatal("condition never held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
