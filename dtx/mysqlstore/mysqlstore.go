@@ -237,8 +237,20 @@ func (s *Store) tccBranches(ctx context.Context, gid string) ([]dtx.Branch, erro
 // by other coordinators wait for its row locks and then no longer see the
 // rows as due, so no transaction is handed to two of them.
 func (s *Store) Claim(ctx context.Context, token string, now, leaseUntil time.Time, limit int) ([]*dtx.Global, error) {
-	res, err := s.db.ExecContext(ctx, "UPDATE dtx_global SET owner=?, lease_until=?, due_at=? WHERE due_at <= ? ORDER BY due_at LIMIT ?",
-		token, ms(leaseUntil), ms(leaseUntil), ms(now), limit)
+	// Two coordinators claiming at once scan the same due_at range while
+	// moving rows in it, which InnoDB may resolve by picking one statement
+	// as a deadlock victim. The victim's UPDATE was rolled back whole, so
+	// running it again is safe.
+	var res sql.Result
+	var err error
+	for try := 0; ; try++ {
+		res, err = s.db.ExecContext(ctx, "UPDATE dtx_global SET owner=?, lease_until=?, due_at=? WHERE due_at <= ? ORDER BY due_at LIMIT ?",
+			token, ms(leaseUntil), ms(leaseUntil), ms(now), limit)
+		var me *mysql.MySQLError
+		if err == nil || try == 4 || !errors.As(err, &me) || me.Number != 1213 {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
