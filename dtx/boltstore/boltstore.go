@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -162,8 +161,7 @@ func getGlobal(tx *bolt.Tx, gid string) (*dtx.Global, error) {
 	if v == nil {
 		return nil, dtx.ErrNotFound
 	}
-	g := &dtx.Global{}
-	return g, json.Unmarshal(v, g)
+	return decodeGlobal(v)
 }
 
 // putGlobal writes g and moves its index entries from old's.
@@ -190,11 +188,7 @@ func putGlobal(tx *bolt.Tx, old, g *dtx.Global) error {
 			return err
 		}
 	}
-	v, err := json.Marshal(g)
-	if err != nil {
-		return err
-	}
-	return tx.Bucket(bGlobal).Put([]byte(g.Gid), v)
+	return tx.Bucket(bGlobal).Put([]byte(g.Gid), encodeGlobal(g))
 }
 
 func branchPrefix(gid string) []byte { return append([]byte(gid), 0) }
@@ -206,8 +200,8 @@ func branches(tx *bolt.Tx, gid string) ([][]byte, []dtx.Branch, error) {
 	var out []dtx.Branch
 	c := tx.Bucket(bBranch).Cursor()
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-		var b dtx.Branch
-		if err := json.Unmarshal(v, &b); err != nil {
+		b, err := decodeBranch(v)
+		if err != nil {
 			return nil, nil, err
 		}
 		keys = append(keys, append([]byte(nil), k...))
@@ -217,11 +211,7 @@ func branches(tx *bolt.Tx, gid string) ([][]byte, []dtx.Branch, error) {
 }
 
 func putBranch(tx *bolt.Tx, key []byte, b *dtx.Branch) error {
-	v, err := json.Marshal(b)
-	if err != nil {
-		return err
-	}
-	return tx.Bucket(bBranch).Put(key, v)
+	return tx.Bucket(bBranch).Put(key, encodeBranch(b))
 }
 
 // Get returns a transaction and its branches.
@@ -355,8 +345,8 @@ func (s *Store) List(ctx context.Context, after string, limit int, status, trans
 			k, v = c.Next()
 		}
 		for ; k != nil && len(out) < limit; k, v = c.Next() {
-			g := &dtx.Global{}
-			if err := json.Unmarshal(v, g); err != nil {
+			g, err := decodeGlobal(v)
+			if err != nil {
 				return err
 			}
 			if (status == "" || g.Status == status) && (transType == "" || g.TransType == transType) {

@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -18,9 +17,9 @@ import (
 // commit for a changed length.
 //
 // Layout: a header block holding the file's epoch, then records
-// [len uint32][crc32c uint32][epoch uint64][JSON], the CRC covering epoch
-// and JSON. The store keeps two such files and appends to one while a
-// checkpoint moves the other's states into bolt. reset (when a file becomes
+// [len uint32][crc32c uint32][epoch uint64][record], the CRC covering epoch
+// and record (codec.go; JSON in files written before the binary encoding).
+// The store keeps two such files and appends to one while a checkpoint moves the other's states into bolt. reset (when a file becomes
 // the one appended to) gives it a new, larger epoch instead of zeroing it:
 // replay reads records while they are intact and carry the header's epoch,
 // so older records left behind are never replayed, and a torn record (from
@@ -68,17 +67,14 @@ func openWAL(path string) (*wal, error) {
 
 // encode appends rec to buf as a record of the current epoch.
 func (w *wal) encode(buf []byte, rec *record) ([]byte, error) {
-	p, err := json.Marshal(rec)
-	if err != nil {
-		return buf, err
-	}
-	var ep [8]byte
-	binary.LittleEndian.PutUint64(ep[:], w.epoch)
-	crc := crc32.Update(crc32.Checksum(ep[:], crcTable), crcTable, p)
-	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(p)))
-	buf = binary.LittleEndian.AppendUint32(buf, crc)
-	buf = append(buf, ep[:]...)
-	return append(buf, p...), nil
+	start := len(buf)
+	buf = append(buf, make([]byte, recHeader)...)
+	buf = appendRecord(buf, rec)
+	h, p := buf[start:start+recHeader], buf[start+recHeader:]
+	binary.LittleEndian.PutUint32(h[:4], uint32(len(p)))
+	binary.LittleEndian.PutUint64(h[8:], w.epoch)
+	binary.LittleEndian.PutUint32(h[4:8], crc32.Update(crc32.Checksum(h[8:], crcTable), crcTable, p))
+	return buf, nil
 }
 
 // append writes buf after the last record and makes it durable.
@@ -189,8 +185,8 @@ func (w *wal) replay(fn func(*record) error) error {
 		if crc32.Update(crc32.Checksum(h[8:], crcTable), crcTable, p) != binary.LittleEndian.Uint32(h[4:8]) {
 			break
 		}
-		rec := &record{}
-		if err := json.Unmarshal(p, rec); err != nil || rec.G == nil {
+		rec, err := decodeRecord(p)
+		if err != nil {
 			break
 		}
 		if err := fn(rec); err != nil {
