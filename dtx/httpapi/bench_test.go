@@ -95,14 +95,15 @@ func benchSubmit(b *testing.B, st dtx.Store, op string) {
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	request := func() []byte {
 		gid := run + "-" + strconv.FormatInt(seq.Add(1), 10)
-		body := `{"gid":"` + gid + `","trans_type":"saga","steps":[{"action":"` + busi.URL + `/api/busi/TransOut","compensate":"` +
-			busi.URL + `/api/busi/TransOutCompensate"},{"action":"` + busi.URL + `/api/busi/TransIn","compensate":"` + busi.URL +
-			`/api/busi/TransInCompensate"}],"payloads":["{\"amount\":30,\"user_id\":1}","{\"amount\":30,\"user_id\":2}"],` +
-			`"custom_data":"{\"orders\":null,\"concurrent\":false}","wait_result":true,"concurrent":false}`
+		// As dtmcli marshals a saga: struct order, options inlined, map keys sorted.
+		body := `{"gid":"` + gid + `","trans_type":"saga","wait_result":true,"concurrent":false,"steps":[{"action":"` + busi.URL +
+			`/api/busi/TransOut","compensate":"` + busi.URL + `/api/busi/TransOutCompensate"},{"action":"` + busi.URL +
+			`/api/busi/TransIn","compensate":"` + busi.URL + `/api/busi/TransInCompensate"}],` +
+			`"payloads":["{\"amount\":30,\"user_id\":1}","{\"amount\":30,\"user_id\":2}"],"protocol":"http"}`
 		if op == "prepare" {
-			body = `{"gid":"` + gid + `","trans_type":"msg","steps":[{"action":"` + busi.URL + `/api/busi/TransOut"},{"action":"` +
+			body = `{"gid":"` + gid + `","trans_type":"msg","concurrent":false,"steps":[{"action":"` + busi.URL + `/api/busi/TransOut"},{"action":"` +
 				busi.URL + `/api/busi/TransIn"}],"payloads":["{\"amount\":30,\"user_id\":1}","{\"amount\":30,\"user_id\":2}"],` +
-				`"query_prepared":"` + busi.URL + `/api/busi/QueryPrepared","concurrent":false}`
+				`"query_prepared":"` + busi.URL + `/api/busi/QueryPrepared","protocol":"http"}`
 		}
 		return []byte("POST /api/dtmsvr/" + op + " HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: go-resty/2.7.0 (https://github.com/go-resty/resty)\r\n" +
 			"Content-Length: " + strconv.Itoa(len(body)) + "\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n" + body)

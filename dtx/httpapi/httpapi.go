@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,17 +28,16 @@ const maxBody = 16 << 20
 
 // Handler returns the routes. gatherer serves /api/metrics and /metrics (nil: none).
 func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
-	h := &handler{c: c}
-	mux := http.NewServeMux()
+	h := &handler{c: c, mux: http.NewServeMux()}
+	h.prepare, h.submit, h.abort = h.trans(c.Prepare), h.trans(c.Submit), h.trans(c.Abort)
+	mux := h.mux
 	mux.HandleFunc("GET /api/dtmsvr/version", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": Version})
 	})
-	mux.HandleFunc("GET /api/dtmsvr/newGid", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"gid": c.NewGid(), "dtm_result": dtx.ResultSuccess})
-	})
-	mux.HandleFunc("POST /api/dtmsvr/prepare", h.trans(c.Prepare))
-	mux.HandleFunc("POST /api/dtmsvr/submit", h.trans(c.Submit))
-	mux.HandleFunc("POST /api/dtmsvr/abort", h.trans(c.Abort))
+	mux.HandleFunc("GET /api/dtmsvr/newGid", h.newGid)
+	mux.HandleFunc("POST /api/dtmsvr/prepare", h.prepare)
+	mux.HandleFunc("POST /api/dtmsvr/submit", h.submit)
+	mux.HandleFunc("POST /api/dtmsvr/abort", h.abort)
 	mux.HandleFunc("POST /api/dtmsvr/forceStop", h.gidOp(c.ForceStop))
 	mux.HandleFunc("POST /api/dtmsvr/resetNextCronTime", h.gidOp(c.ResetNextCronTime))
 	for _, p := range []string{"registerBranch", "registerTccBranch"} {
@@ -53,17 +53,104 @@ func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
 	mux.HandleFunc("/api/dtmsvr/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("%w: no such route %s %s", dtx.ErrNotFound, r.Method, r.URL.Path))
 	})
-	return mux
+	return h
 }
 
-type handler struct{ c *dtx.Coordinator }
+type handler struct {
+	c                      *dtx.Coordinator
+	mux                    *http.ServeMux
+	prepare, submit, abort http.HandlerFunc
+}
 
-func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading the body: %v", dtx.ErrBadRequest, err)
+// ServeHTTP sends the calls every transaction makes straight to their
+// handlers: ServeMux's pattern matching costs more than these few string
+// compares, and an exact path with the right method is what the mux would
+// have chosen too. Everything else (other methods, unclean paths, the rest
+// of the routes) goes through the mux.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+		switch r.URL.Path {
+		case "/api/dtmsvr/submit":
+			h.submit(w, r)
+			return
+		case "/api/dtmsvr/prepare":
+			h.prepare(w, r)
+			return
+		case "/api/dtmsvr/abort":
+			h.abort(w, r)
+			return
+		case "/api/dtmsvr/registerBranch", "/api/dtmsvr/registerTccBranch":
+			h.registerBranch(w, r)
+			return
+		}
+	case http.MethodGet:
+		if r.URL.Path == "/api/dtmsvr/newGid" {
+			h.newGid(w, r)
+			return
+		}
 	}
-	return b, nil
+	h.mux.ServeHTTP(w, r)
+}
+
+// bodyPool holds request body buffers; bodies are read whole, decoded
+// (which copies what it keeps) and the buffer returned.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxPooled bounds the buffers kept in bodyPool, so that one large body
+// does not pin its memory.
+const maxPooled = 64 << 10
+
+// readBody reads the whole body into a pooled buffer, sized by
+// Content-Length when the client sent one; putBody returns it.
+func readBody(r *http.Request) (*[]byte, error) {
+	bp := bodyPool.Get().(*[]byte)
+	b := (*bp)[:0]
+	want := 4096
+	if r.ContentLength > maxBody {
+		*bp = b
+		putBody(bp)
+		return nil, tooLarge()
+	}
+	if r.ContentLength >= 0 {
+		want = int(r.ContentLength) + 1 // +1: room for the read that sees EOF
+	}
+	if cap(b) < want {
+		b = make([]byte, 0, want)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if len(b) > maxBody {
+			*bp = b
+			putBody(bp)
+			return nil, tooLarge()
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*bp = b
+			putBody(bp)
+			return nil, fmt.Errorf("%w: reading the body: %v", dtx.ErrBadRequest, err)
+		}
+	}
+	*bp = b
+	return bp, nil
+}
+
+func tooLarge() error {
+	return fmt.Errorf("%w: reading the body: %v", dtx.ErrBadRequest, &http.MaxBytesError{Limit: maxBody})
+}
+
+func putBody(bp *[]byte) {
+	if cap(*bp) <= maxPooled {
+		*bp = (*bp)[:0]
+		bodyPool.Put(bp)
+	}
 }
 
 func (h *handler) trans(fn func(context.Context, *dtx.Request) error) http.HandlerFunc {
@@ -71,12 +158,23 @@ func (h *handler) trans(fn func(context.Context, *dtx.Request) error) http.Handl
 		body, err := readBody(r)
 		if err == nil {
 			var req *dtx.Request
-			if req, err = dtx.ParseRequest(body); err == nil {
+			req, err = dtx.ParseRequest(*body)
+			putBody(body)
+			if err == nil {
 				err = fn(r.Context(), req)
 			}
 		}
 		writeResult(w, err)
 	}
+}
+
+func (h *handler) newGid(w http.ResponseWriter, r *http.Request) {
+	// The gid is hex: no escaping. Keys in encoding/json's (sorted) order.
+	b := make([]byte, 0, 64)
+	b = append(b, `{"dtm_result":"`+dtx.ResultSuccess+`","gid":"`...)
+	b = append(b, h.c.NewGid()...)
+	b = append(b, "\"}\n"...)
+	writeRaw(w, b)
 }
 
 func (h *handler) gidOp(fn func(context.Context, string) error) http.HandlerFunc {
@@ -86,7 +184,9 @@ func (h *handler) gidOp(fn func(context.Context, string) error) http.HandlerFunc
 			var req struct {
 				Gid string `json:"gid"`
 			}
-			if err = json.Unmarshal(body, &req); err != nil {
+			err = json.Unmarshal(*body, &req)
+			putBody(body)
+			if err != nil {
 				err = fmt.Errorf("%w: malformed JSON body: %v", dtx.ErrBadRequest, err)
 			} else if req.Gid == "" {
 				err = fmt.Errorf("%w: gid is empty", dtx.ErrBadRequest)
@@ -102,7 +202,9 @@ func (h *handler) registerBranch(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r)
 	if err == nil {
 		fields := map[string]string{}
-		if err = json.Unmarshal(body, &fields); err != nil {
+		err = json.Unmarshal(*body, &fields)
+		putBody(body)
+		if err != nil {
 			err = fmt.Errorf("%w: malformed JSON body (want an object of strings): %v", dtx.ErrBadRequest, err)
 		} else {
 			err = h.c.RegisterBranch(r.Context(), fields)
@@ -233,9 +335,31 @@ func branchJSON(b *dtx.Branch) BranchJSON {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header()["Content-Type"] = contentTypeJSON
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Header values shared by all responses: net/http only reads them, and
+// assigning a prebuilt slice saves the one Header.Set allocates.
+var (
+	contentTypeJSON = []string{"application/json; charset=utf-8"}
+	successBody     = []byte(`{"dtm_result":"` + dtx.ResultSuccess + `"}` + "\n")
+	successLength   = []string{strconv.Itoa(len(successBody))}
+)
+
+// writeRaw answers 200 with a JSON body that is already encoded, with its
+// length (net/http then neither buffers to find it nor chunks).
+func writeRaw(w http.ResponseWriter, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	if len(body) == len(successBody) {
+		h["Content-Length"] = successLength
+	} else {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
 }
 
 // writeResult answers like dtm: {"dtm_result":"SUCCESS"} on success, 409
@@ -243,7 +367,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // input (400) and unknown gids (404).
 func writeResult(w http.ResponseWriter, err error) {
 	if err == nil {
-		writeJSON(w, http.StatusOK, map[string]string{"dtm_result": dtx.ResultSuccess})
+		writeRaw(w, successBody)
 		return
 	}
 	writeErr(w, err)
