@@ -128,8 +128,12 @@ var rows = []row{
 type measurement struct {
 	globalTPS, dbTPS, ops float64
 	groups                float64 // binlog group commits (fsyncs) per second
-	lat                   report.LatencySummary
-	errors                int64
+	// coordCPU is the coordinator process's CPU time (user + system) per
+	// completed global transaction, in ms; busy the share of the machine's
+	// CPU time that was not idle, in %. Both over the window (Linux /proc).
+	coordCPU, busy float64
+	lat            report.LatencySummary
+	errors         int64
 }
 
 func run(ctx context.Context, o options) error {
@@ -210,8 +214,8 @@ func run(ctx context.Context, o options) error {
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.name, err)
 				}
-				fmt.Fprintf(os.Stderr, "c=%d round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  binlog groups/s %6.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d\n",
-					threads, round, r.name, m.globalTPS, m.dbTPS, m.ops, m.groups, m.lat.P50Ms, m.lat.P99Ms, m.errors)
+				fmt.Fprintf(os.Stderr, "c=%d round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  binlog groups/s %6.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d  coordinator CPU %.3f ms/txn  CPU busy %.0f %%\n",
+					threads, round, r.name, m.globalTPS, m.dbTPS, m.ops, m.groups, m.lat.P50Ms, m.lat.P99Ms, m.errors, m.coordCPU, m.busy)
 				results[threads][r.name] = append(results[threads][r.name], m)
 			}
 		}
@@ -226,6 +230,7 @@ type bench struct {
 	client *http.Client
 	procs  []*exec.Cmd
 	urls   map[string]string
+	pids   map[string]int
 	// lastStats are sluice's metrics at the previous row.
 	lastStats map[string]map[string]float64
 }
@@ -261,9 +266,10 @@ func (b *bench) spawn(ctx context.Context, name, url string, cmd *exec.Cmd) erro
 	}
 	b.procs = append(b.procs, cmd)
 	if b.urls == nil {
-		b.urls = map[string]string{}
+		b.urls, b.pids = map[string]string{}, map[string]int{}
 	}
 	b.urls[name] = url
+	b.pids[name] = cmd.Process.Pid
 	for i := 0; i < 600; i++ {
 		resp, err := b.client.Get(url + "/newGid")
 		if err == nil {
@@ -398,15 +404,25 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 			b.cpuProfile(ctx, r)
 		}()
 	}
+	cpu0 := procCPU(b.pids[r.coordinator])
+	busy0, idle0 := machineCPU()
 	start := time.Now()
 	ok, errs, lat := b.load(ctx, b.o.duration, fn)
 	prof.Wait()
 	el := time.Since(start).Seconds()
+	cpu1 := procCPU(b.pids[r.coordinator])
+	busy1, idle1 := machineCPU()
 	s1, err := b.status(ctx)
 	if err != nil {
 		return measurement{}, err
 	}
 	m := measurement{globalTPS: float64(ok) / el, lat: lat.Summary(), errors: errs}
+	if r.coordinator != "" && ok > 0 && cpu1 > 0 {
+		m.coordCPU = 1000 * (cpu1 - cpu0) / float64(ok)
+	}
+	if d := (busy1 - busy0) + (idle1 - idle0); d > 0 {
+		m.busy = 100 * (busy1 - busy0) / d
+	}
 	m.dbTPS = (s1["Binlog_commits"] - s0["Binlog_commits"]) / el
 	for _, k := range opNames {
 		m.ops += (s1[k] - s0[k]) / el
@@ -658,7 +674,7 @@ func (b *bench) write(selected []row, results map[int]map[string][]measurement, 
 
 // table writes the seed's table for one client count, with the goal ratios.
 func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads int, results map[string][]measurement) error {
-	t := &report.Table{Title: fmt.Sprintf("c=%d", threads), Columns: []string{"<", "Global-TPS", "DB-TPS", "OPS", "binlog groups/s", "p50 (ms)", "p99 (ms)", "errors"}}
+	t := &report.Table{Title: fmt.Sprintf("c=%d", threads), Columns: []string{"<", "Global-TPS", "DB-TPS", "OPS", "binlog groups/s", "p50 (ms)", "p99 (ms)", "errors", "coordinator CPU/txn (ms)", "CPU busy (%)"}}
 	get := map[string]float64{}
 	for _, r := range selected {
 		ms := results[r.name]
@@ -671,18 +687,23 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 		gr := median(ms, func(m measurement) float64 { return m.groups })
 		p50 := median(ms, func(m measurement) float64 { return m.lat.P50Ms })
 		p99 := median(ms, func(m measurement) float64 { return m.lat.P99Ms })
+		cc := median(ms, func(m measurement) float64 { return m.coordCPU })
+		busy := median(ms, func(m measurement) float64 { return m.busy })
 		var errs int64
 		for _, m := range ms {
 			errs += m.errors
 		}
 		get[r.name] = g
-		gs, p50s, p99s := report.Num(g), report.Num(p50), report.Num(p99)
+		gs, p50s, p99s, ccs := report.Num(g), report.Num(p50), report.Num(p99), fmt.Sprintf("%.3f", cc)
 		if r.coordinator == "sysbench" {
 			gs, p50s, p99s = "-", "-", "-"
 		}
-		t.AddRow(r.name, gs, report.Num(d), report.Num(o), report.Num(gr), p50s, p99s, strconv.FormatInt(errs, 10))
+		if r.coordinator == "" || r.coordinator == "sysbench" || cc == 0 {
+			ccs = "-"
+		}
+		t.AddRow(r.name, gs, report.Num(d), report.Num(o), report.Num(gr), p50s, p99s, strconv.FormatInt(errs, 10), ccs, fmt.Sprintf("%.0f", busy))
 		res := report.Result{Workload: r.name, Threads: threads, DurationS: b.o.duration.Seconds(), TPS: g, QPS: o, Errors: errs,
-			Metrics: map[string]float64{"global_tps": g, "db_tps": d, "ops": o, "binlog_group_commits_per_s": gr}}
+			Metrics: map[string]float64{"global_tps": g, "db_tps": d, "ops": o, "binlog_group_commits_per_s": gr, "coordinator_cpu_ms_per_txn": cc, "cpu_busy_pct": busy}}
 		res.LatencySummary = ms[len(ms)/2].lat
 		res.P50Ms, res.P99Ms = p50, p99
 		run.Add(res)
@@ -705,4 +726,55 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 		threads, ratio("sluice (MySQL store), 0 SQL", "dtm, 0 SQL"), ratio("sluice (MySQL store), 2 SQL", "dtm, 2 SQL"),
 		ratio("sluice, 0 SQL", "dtm (boltdb store), 0 SQL"), ratio("sluice, 2 SQL", "dtm (boltdb store), 2 SQL"))
 	return nil
+}
+
+// procCPU is a process's CPU time (user + system) in seconds, from
+// /proc/PID/stat; 0 when it cannot be read (pid 0, not Linux).
+func procCPU(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; the fields after it don't.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+// machineCPU returns the machine's busy and idle CPU time so far, in
+// clock ticks, from /proc/stat's first line (idle includes iowait).
+func machineCPU() (busy, idle float64) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		x, _ := strconv.ParseFloat(v, 64)
+		if i == 3 || i == 4 {
+			idle += x
+		} else if i < 8 { // guest time is already counted in user
+			busy += x
+		}
+	}
+	return busy, idle
 }
