@@ -18,12 +18,23 @@ import (
 // recovery's once-a-second poll does at ~750 sagas/s. cpu-us/op is the
 // process's user+system CPU per saga: wall time includes the disk's wait.
 func BenchmarkSagaLifecycle(b *testing.B) {
+	b.Run("direct", func(b *testing.B) { benchSaga(b, false) })
+	b.Run("fdatasync", func(b *testing.B) { benchSaga(b, true) })
+}
+
+// benchSaga runs the benchmark with O_DIRECT log writes, or without.
+func benchSaga(b *testing.B, fdatasync bool) {
 	const claimEvery = 750
+	defer func(v bool) { noDirect = v }(noDirect)
+	noDirect = fdatasync
 	s, err := Open(filepath.Join(b.TempDir(), "dtx.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
+	if s.wal().d == nil && !fdatasync {
+		b.Skip("the file system refuses O_DIRECT")
+	}
 	ctx := context.Background()
 	payload := `{"amount":30,"user_id":1,"trans_in_result":"","trans_out_result":""}`
 	steps := []map[string]string{
@@ -37,16 +48,9 @@ func BenchmarkSagaLifecycle(b *testing.B) {
 			b.Fatal(err, errs)
 		}
 	}
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			b.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	c0 := cpu()
+	c0 := cpuTime(b)
 	for i := 0; i < b.N; i++ {
 		id[0], id[1], id[2], id[3] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
 		id[4] = byte(i * 131)
@@ -76,5 +80,50 @@ func BenchmarkSagaLifecycle(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64((cpu()-c0).Microseconds())/float64(b.N), "cpu-us/op")
+	b.ReportMetric(float64((cpuTime(b)-c0).Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// BenchmarkWALAppend is one group commit of a 400-byte batch (a saga's
+// outcome record), O_DIRECT|O_DSYNC or pwrite and fdatasync.
+func BenchmarkWALAppend(b *testing.B) {
+	for _, fdatasync := range []bool{false, true} {
+		name := map[bool]string{false: "direct", true: "fdatasync"}[fdatasync]
+		b.Run(name, func(b *testing.B) {
+			defer func(v bool) { noDirect = v }(noDirect)
+			noDirect = fdatasync
+			w, err := openWAL(filepath.Join(b.TempDir(), "wal"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.close()
+			if w.d == nil && !fdatasync {
+				b.Skip("the file system refuses O_DIRECT")
+			}
+			if err := w.reset(1); err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, 400)
+			buf[0] = 1
+			c0 := cpuTime(b)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if w.off+int64(len(buf)) > walGrow {
+					w.off = walHeader
+				}
+				if err := w.append(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime(b)-c0).Nanoseconds())/1e3/float64(b.N), "cpu-us/op")
+		})
+	}
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -2,10 +2,14 @@ package boltstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"os"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 // wal is the store's write-ahead log, one preallocated file rewritten in
@@ -27,7 +31,19 @@ import (
 // log. retire (once a checkpoint has its states) writes epoch 0: nothing
 // in the file is replayed any more.
 type wal struct {
-	f     *os.File
+	f *os.File
+	// d, when the file system takes it, is the same file opened for
+	// O_DIRECT|O_DSYNC record writes (see appendDirect); reads, the header
+	// and grow go through f. directOK: a direct write succeeded, so a later
+	// EINVAL is an error, not a file system without O_DIRECT.
+	d        *os.File
+	directOK bool
+	// tail holds the log's bytes from the start of the 4096-byte block
+	// holding off up to off, when d is set: the next write starts there.
+	tail []byte
+	abuf []byte // 4096-aligned write buffer for d
+	path string
+
 	epoch uint64
 	off   int64 // where the next record goes
 	cap   int64 // preallocated length
@@ -41,9 +57,17 @@ const (
 	walGrow   = 8 << 20
 	walMagic  = 0x53445457 // "SDTW"
 	recHeader = 16
+	walBlock  = 4096 // O_DIRECT's alignment of offsets, lengths and memory
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// noDirect turns O_DIRECT off, and directWrite is the O_DIRECT write, for
+// tests and benchmarks of the other path.
+var (
+	noDirect    = false
+	directWrite = (*os.File).WriteAt
+)
 
 func openWAL(path string) (*wal, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -55,7 +79,12 @@ func openWAL(path string) (*wal, error) {
 		f.Close()
 		return nil, err
 	}
-	w := &wal{f: f, cap: st.Size(), off: walHeader}
+	w := &wal{f: f, cap: st.Size(), off: walHeader, path: path}
+	if d, err := openDirect(path); err == nil && !noDirect {
+		w.d = d
+	} else if err == nil {
+		_ = d.Close()
+	}
 	var h [16]byte
 	if n, _ := f.ReadAt(h[:], 0); n == len(h) &&
 		binary.LittleEndian.Uint32(h[:4]) == walMagic &&
@@ -83,6 +112,20 @@ func (w *wal) append(buf []byte) error {
 		return w.broken
 	}
 	err := w.grow(w.off + int64(len(buf)) + recHeader)
+	if err == nil && w.d != nil {
+		err = w.appendDirect(buf)
+		if err != nil && !w.directOK && errors.Is(err, syscall.EINVAL) {
+			// O_DIRECT was accepted at open but not for writes (alignment
+			// or a file system that only pretends): nothing was written.
+			slog.Info("dtx bolt store: the file system refuses O_DIRECT writes; the log uses write and fdatasync", "path", w.path, "err", err)
+			_ = w.d.Close()
+			w.d, w.tail, w.abuf, err = nil, nil, nil, nil
+		} else if err == nil {
+			w.directOK = true
+			w.off += int64(len(buf))
+			return nil
+		}
+	}
 	if err == nil {
 		_, err = w.f.WriteAt(buf, w.off)
 	}
@@ -97,10 +140,56 @@ func (w *wal) append(buf []byte) error {
 	return nil
 }
 
+// appendDirect writes buf at off through d, from the start of off's
+// block: O_DIRECT writes whole aligned blocks, so the records already in
+// that block (kept in tail) are written again with them. Rewriting them is
+// safe, as in InnoDB's redo log: the bytes are identical to what the block
+// holds, and a device writes a sector whole or not at all, so however a
+// crash tears this write, every sector before off reads the same as before
+// it; the sectors after off hold either the old bytes (records of no
+// current epoch, or zeros) or this batch's, and a batch torn there was
+// never acknowledged and fails its CRC, ending the log. The rest of the
+// last block is written as zeros: nothing past off is live.
+func (w *wal) appendDirect(buf []byte) error {
+	start := w.off &^ (walBlock - 1)
+	head := int(w.off - start)
+	if len(w.tail) != head { // after a replay that ended mid-block
+		w.tail = make([]byte, head)
+		if _, err := w.f.ReadAt(w.tail, start); err != nil {
+			w.tail = nil
+			return err
+		}
+	}
+	total := (head + len(buf) + walBlock - 1) &^ (walBlock - 1)
+	if len(w.abuf) < total {
+		w.abuf = alignedBlock(total + total/2)
+	}
+	b := w.abuf[:total]
+	copy(b, w.tail)
+	copy(b[head:], buf)
+	clear(b[head+len(buf):])
+	if _, err := directWrite(w.d, b, start); err != nil {
+		return err
+	}
+	end := head + len(buf)
+	w.tail = append(w.tail[:0], b[end&^(walBlock-1):end]...)
+	return nil
+}
+
+// alignedBlock returns n bytes (rounded up to blocks) at a 4096-aligned address.
+func alignedBlock(n int) []byte {
+	n = (n + walBlock - 1) &^ (walBlock - 1)
+	b := make([]byte, n+walBlock)
+	skip := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & (walBlock - 1))
+	return b[skip : skip+n : skip+n]
+}
+
 // grow preallocates the file with written zeros (not a hole, not an
 // unwritten extent) up to at least n bytes, so that later writes into it
-// change no file-system metadata. The next fdatasync makes it durable; the
-// zeros after the last record read as the end of the log.
+// change no file-system metadata. It is made durable here, before any
+// record goes there (an O_DIRECT|O_DSYNC write would otherwise have to
+// commit the new extents itself); the zeros after the last record read as
+// the end of the log.
 func (w *wal) grow(n int64) error {
 	if n <= w.cap {
 		return nil
@@ -111,6 +200,9 @@ func (w *wal) grow(n int64) error {
 		if _, err := w.f.WriteAt(zero, off); err != nil {
 			return err
 		}
+	}
+	if err := fdatasync(w.f); err != nil {
+		return err
 	}
 	w.cap = target
 	return nil
@@ -128,7 +220,7 @@ func (w *wal) reset(epoch uint64) error {
 	if err := w.setEpoch(epoch); err != nil {
 		return err
 	}
-	w.off = walHeader
+	w.off, w.tail = walHeader, w.tail[:0]
 	return nil
 }
 
@@ -194,8 +286,13 @@ func (w *wal) replay(fn func(*record) error) error {
 		}
 		off += recHeader + n
 	}
-	w.off = off
+	w.off, w.tail = off, nil
 	return nil
 }
 
-func (w *wal) close() error { return w.f.Close() }
+func (w *wal) close() error {
+	if w.d != nil {
+		_ = w.d.Close()
+	}
+	return w.f.Close()
+}
