@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -107,22 +106,6 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 	return errs, nil
 }
 
-// load reads a transaction from bolt; a nil state's g means not found.
-func load(tx *bolt.Tx, gid string) (*state, error) {
-	g, err := getGlobal(tx, gid)
-	if errors.Is(err, dtx.ErrNotFound) {
-		return &state{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	_, bs, err := branches(tx, gid)
-	if err != nil {
-		return nil, err
-	}
-	return &state{g: g, bs: bs}, nil
-}
-
 // mutate returns the new state when m applies, and m's own outcome. cur is
 // never modified: the overlay's states are shared with readers' copies.
 func mutate(cur *state, m *dtx.Mutation, now time.Time) (*state, error) {
@@ -164,24 +147,4 @@ next:
 		st.bs = append(st.bs, nb)
 	}
 	return st, nil
-}
-
-// put writes a transaction's whole state into bolt, replacing what is there.
-func put(tx *bolt.Tx, st *state) error {
-	old, err := getGlobal(tx, st.g.Gid)
-	if errors.Is(err, dtx.ErrNotFound) {
-		old = nil
-	} else if err != nil {
-		return err
-	}
-	if err := putGlobal(tx, old, st.g); err != nil {
-		return err
-	}
-	for i := range st.bs {
-		k := binary.BigEndian.AppendUint32(branchPrefix(st.g.Gid), uint32(i))
-		if err := putBranch(tx, k, &st.bs[i]); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -8,7 +8,6 @@
 package boltstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -27,8 +26,8 @@ import (
 )
 
 var (
-	bGlobal   = []byte("global")   // gid -> Global JSON
-	bBranch   = []byte("branch")   // gid 0x00 seq(4) -> Branch JSON
+	bGlobal   = []byte("global")   // gid -> the transaction (row.go)
+	bBranch   = []byte("branch")   // gid 0x00 seq(4) -> Branch, in stores written before one value per transaction
 	bDue      = []byte("due")      // due(8) gid -> nil: unfinished, not stuck
 	bFinished = []byte("finished") // finish(8) gid -> nil
 )
@@ -156,64 +155,6 @@ func dueAt(g *dtx.Global) (time.Time, bool) {
 	return g.NextCronTime, true
 }
 
-func getGlobal(tx *bolt.Tx, gid string) (*dtx.Global, error) {
-	v := tx.Bucket(bGlobal).Get([]byte(gid))
-	if v == nil {
-		return nil, dtx.ErrNotFound
-	}
-	return decodeGlobal(v)
-}
-
-// putGlobal writes g and moves its index entries from old's.
-func putGlobal(tx *bolt.Tx, old, g *dtx.Global) error {
-	if old != nil {
-		if t, ok := dueAt(old); ok {
-			if err := tx.Bucket(bDue).Delete(tsKey(t, old.Gid)); err != nil {
-				return err
-			}
-		}
-		if old.Finished() {
-			if err := tx.Bucket(bFinished).Delete(tsKey(old.FinishTime, old.Gid)); err != nil {
-				return err
-			}
-		}
-	}
-	if t, ok := dueAt(g); ok {
-		if err := tx.Bucket(bDue).Put(tsKey(t, g.Gid), nil); err != nil {
-			return err
-		}
-	}
-	if g.Finished() {
-		if err := tx.Bucket(bFinished).Put(tsKey(g.FinishTime, g.Gid), nil); err != nil {
-			return err
-		}
-	}
-	return tx.Bucket(bGlobal).Put([]byte(g.Gid), encodeGlobal(g))
-}
-
-func branchPrefix(gid string) []byte { return append([]byte(gid), 0) }
-
-// branches returns a transaction's branch keys and values in order.
-func branches(tx *bolt.Tx, gid string) ([][]byte, []dtx.Branch, error) {
-	p := branchPrefix(gid)
-	var keys [][]byte
-	var out []dtx.Branch
-	c := tx.Bucket(bBranch).Cursor()
-	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-		b, err := decodeBranch(v)
-		if err != nil {
-			return nil, nil, err
-		}
-		keys = append(keys, append([]byte(nil), k...))
-		out = append(out, b)
-	}
-	return keys, out, nil
-}
-
-func putBranch(tx *bolt.Tx, key []byte, b *dtx.Branch) error {
-	return tx.Bucket(bBranch).Put(key, encodeBranch(b))
-}
-
 // Get returns a transaction and its branches.
 func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch, error) {
 	s.mu.Lock()
@@ -225,17 +166,19 @@ func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch,
 		return st.g.Clone(), append([]dtx.Branch(nil), st.bs...), nil
 	}
 	s.mu.Unlock()
-	var g *dtx.Global
-	var bs []dtx.Branch
+	var st *state
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var err error
-		if g, err = getGlobal(tx, gid); err != nil {
-			return err
-		}
-		_, bs, err = branches(tx, gid)
+		st, err = load(tx, gid)
 		return err
 	})
-	return g, bs, err
+	if err == nil && st.g == nil {
+		err = dtx.ErrNotFound
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return st.g, st.bs, nil
 }
 
 // Claim leases due transactions.
@@ -277,11 +220,11 @@ func (s *Store) Claim(ctx context.Context, token string, now, leaseUntil time.Ti
 	var out []*dtx.Global
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, gid := range due(tx) {
-			cur, err := getGlobal(tx, gid)
+			cur, err := getRow(tx, gid)
 			if err != nil {
 				return err
 			}
-			g := cur.Clone()
+			g := cur.g.Clone()
 			g.Owner, g.LeaseUntil = token, leaseUntil
 			if err := putGlobal(tx, cur, g); err != nil {
 				return err
@@ -315,14 +258,14 @@ func (s *Store) ResetLeases(ctx context.Context) error {
 			}
 		}
 		for _, gid := range gids {
-			cur, err := getGlobal(tx, gid)
+			cur, err := getRow(tx, gid)
 			if err != nil {
 				return err
 			}
-			if cur.LeaseUntil.IsZero() {
+			if cur.g.LeaseUntil.IsZero() {
 				continue
 			}
-			g := cur.Clone()
+			g := cur.g.Clone()
 			g.LeaseUntil = time.Time{}
 			if err := putGlobal(tx, cur, g); err != nil {
 				return err
@@ -392,20 +335,7 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		fin := expired(tx)
 		for _, k := range fin {
-			gid := string(k[8:])
-			keys, _, err := branches(tx, gid)
-			if err != nil {
-				return err
-			}
-			for _, bk := range keys {
-				if err := tx.Bucket(bBranch).Delete(bk); err != nil {
-					return err
-				}
-			}
-			if err := tx.Bucket(bGlobal).Delete([]byte(gid)); err != nil {
-				return err
-			}
-			if err := tx.Bucket(bFinished).Delete(k); err != nil {
+			if err := deleteRow(tx, string(k[8:]), k); err != nil {
 				return err
 			}
 			n++

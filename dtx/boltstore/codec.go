@@ -380,13 +380,14 @@ func encodeGlobal(g *dtx.Global) []byte {
 	return e
 }
 
-// decodeGlobal reads a bolt global value in either format.
+// decodeGlobal reads the row of a bolt global value in any format (of a
+// verTxn value, the row without the branches that follow it).
 func decodeGlobal(v []byte) (*dtx.Global, error) {
 	g := &dtx.Global{}
 	if len(v) > 0 && v[0] == verJSON {
 		return g, json.Unmarshal(v, g)
 	}
-	if len(v) == 0 || v[0] != verBinary {
+	if len(v) == 0 || (v[0] != verBinary && v[0] != verTxn) {
 		return nil, errCorrupt
 	}
 	d := dec{b: v[1:]}

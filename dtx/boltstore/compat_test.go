@@ -26,7 +26,7 @@ func oldPut(t *testing.T, tx *bolt.Tx, g *dtx.Global, bs []dtx.Branch) {
 	}
 	for i := range bs {
 		v, _ := json.Marshal(&bs[i])
-		if err := tx.Bucket(bBranch).Put(binary.BigEndian.AppendUint32(append([]byte(g.Gid), 0), uint32(i)), v); err != nil {
+		if err := tx.Bucket(bBranch).Put(bucketKey(g.Gid, i), v); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,6 +70,7 @@ func TestOldFormatFiles(t *testing.T) {
 	done := saga("old1", dtx.StatusSucceed, "o", now)
 	done.NextCronTime, done.FinishTime = time.Time{}, now
 	due := saga("old2", dtx.StatusSubmitted, "o", now)
+	due4 := saga("old4", dtx.StatusSubmitted, "o", now)
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +78,7 @@ func TestOldFormatFiles(t *testing.T) {
 	if err := db.Update(func(tx *bolt.Tx) error {
 		oldPut(t, tx, done, dtx.GenBranches(done))
 		oldPut(t, tx, due, dtx.GenBranches(due))
+		oldPut(t, tx, due4, dtx.GenBranches(due4))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -133,12 +135,16 @@ func TestOldFormatFiles(t *testing.T) {
 	if g, _, _ := s.Get(ctx, "old3"); g == nil || g.Owner != "o3" {
 		t.Errorf("old3's logged delta not replayed: %+v", g)
 	}
-	if l, err := s.List(ctx, "", 10, "", ""); err != nil || len(l) != 3 {
+	if l, err := s.List(ctx, "", 10, "", ""); err != nil || len(l) != 4 {
 		t.Errorf("list: %+v %v", l, err)
 	}
 	claimed, err := s.Claim(ctx, "t", now.Add(time.Hour), now.Add(2*time.Hour), 10)
-	if err != nil || len(claimed) != 2 || claimed[0].Owner != "t" {
+	if err != nil || len(claimed) != 3 || claimed[0].Owner != "t" {
 		t.Errorf("claim: %+v %v", claimed, err)
+	}
+	// old4's row changed in the old layout; its branches are still there.
+	if g, bs, err := s.Get(ctx, "old4"); err != nil || g.Owner != "t" || len(bs) != 2 || bs[1].URL != "http://a/x" {
+		t.Errorf("old4 after the claim: %+v %+v %v", g, bs, err)
 	}
 	if n, err := s.Purge(ctx, now.Add(time.Second), 10); err != nil || n != 1 {
 		t.Errorf("purge: %d %v", n, err)
@@ -146,11 +152,15 @@ func TestOldFormatFiles(t *testing.T) {
 	if _, _, err := s.Get(ctx, "old1"); !errors.Is(err, dtx.ErrNotFound) {
 		t.Errorf("old1 after the purge: %v", err)
 	}
+	// The branch bucket keeps only old4's branches: old1 was purged, and
+	// the replay wrote old2 as one value.
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(bBranch).Cursor().Seek([]byte("old1\x00")); k != nil && string(k[:5]) == "old1\x00" {
-			t.Errorf("old1's branches outlived the purge")
-		}
-		return nil
+		return tx.Bucket(bBranch).ForEach(func(k, _ []byte) error {
+			if string(k[:5]) != "old4\x00" {
+				t.Errorf("branch key %q left in the branch bucket", k)
+			}
+			return nil
+		})
 	}); err != nil {
 		t.Fatal(err)
 	}
