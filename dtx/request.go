@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 )
 
 // Request is the JSON body of dtm's prepare, submit and abort calls (dtm's
@@ -24,11 +25,17 @@ type Request struct {
 // ParseRequest decodes and checks a request body. Every error wraps
 // ErrBadRequest and says what is wrong.
 func ParseRequest(body []byte) (*Request, error) {
-	var r Request
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("%w: malformed JSON body: %v", ErrBadRequest, err)
+	r := &Request{}
+	if !decodeRequest(body, r) {
+		// Anything the fast decoder does not take (and every malformed
+		// body) goes to encoding/json, whose result and errors are the
+		// reference.
+		*r = Request{}
+		if err := json.Unmarshal(body, r); err != nil {
+			return nil, fmt.Errorf("%w: malformed JSON body: %v", ErrBadRequest, err)
+		}
 	}
-	return &r, r.check()
+	return r, r.check()
 }
 
 func (r *Request) check() error {
@@ -58,11 +65,11 @@ func (r *Request) check() error {
 	if r.TimeoutToFail < 0 || r.RequestTimeout < 0 || r.RetryInterval < 0 || r.RetryLimit < 0 {
 		return bad("negative option value")
 	}
+	ops := actionOnly[:]
+	if r.TransType == TypeSaga {
+		ops = actionCompensate[:]
+	}
 	for i, s := range r.Steps {
-		ops := []string{OpAction}
-		if r.TransType == TypeSaga {
-			ops = append(ops, OpCompensate)
-		}
 		for _, op := range ops {
 			u := s[op]
 			if u == "" && op == OpCompensate {
@@ -95,8 +102,16 @@ func (r *Request) check() error {
 	return nil
 }
 
+var (
+	actionOnly       = [...]string{OpAction}
+	actionCompensate = [...]string{OpAction, OpCompensate}
+)
+
 // CheckURL accepts absolute http and https URLs with a host.
 func CheckURL(s string) error {
+	if goodURLs.has(s) {
+		return nil
+	}
 	if s == "" {
 		return fmt.Errorf("empty URL")
 	}
@@ -110,11 +125,47 @@ func CheckURL(s string) error {
 	if u.Host == "" {
 		return fmt.Errorf("URL %q has no host", s)
 	}
+	goodURLs.add(s)
 	return nil
+}
+
+// goodURLs remembers URLs CheckURL accepted: every transaction names the
+// same few branch URLs, and parsing them again each time costs more than a
+// map lookup. Only accepted URLs are kept, so errors are computed as before.
+var goodURLs = urlCache{max: 4096}
+
+// urlCache is a bounded set of strings; when full it starts over, which
+// costs a parse per URL once more, not correctness.
+type urlCache struct {
+	mu  sync.RWMutex
+	set map[string]struct{}
+	max int
+}
+
+func (c *urlCache) has(s string) bool {
+	c.mu.RLock()
+	_, ok := c.set[s]
+	c.mu.RUnlock()
+	return ok
+}
+
+func (c *urlCache) add(s string) {
+	if len(s) > 2048 {
+		return // not worth keeping; a long URL is rarely the same twice
+	}
+	c.mu.Lock()
+	if c.set == nil || len(c.set) >= c.max {
+		c.set = make(map[string]struct{}, 64)
+	}
+	c.set[s] = struct{}{}
+	c.mu.Unlock()
 }
 
 // escape drops the characters dtm strips from gids.
 func escape(s string) string {
+	if !strings.ContainsAny(s, "\n\r;") {
+		return s // the usual gid: nothing to drop, nothing to allocate
+	}
 	return strings.NewReplacer("\n", "", "\r", "", ";", "").Replace(s)
 }
 
@@ -244,4 +295,331 @@ func hasCycle(orders map[int][]int, n int) bool {
 
 type msgCustom struct {
 	Delay uint64 `json:"delay"` // seconds before the branches are called
+}
+
+// decodeRequest is a decoder for the request bodies dtm's client sends: one
+// object whose keys are Request's JSON names spelled exactly, each at most
+// once, with ASCII strings, plain integers, booleans, arrays of strings and
+// objects of strings. It reports false for anything else (other keys, null,
+// \u escapes, non-ASCII, malformed JSON), and ParseRequest then decodes the
+// body with encoding/json, so that both give the same Request for what this
+// one takes, and encoding/json has the last word on the rest. It exists
+// because it costs a fraction of encoding/json's reflection on every submit.
+func decodeRequest(b []byte, r *Request) bool {
+	d := jsonScanner{b: b}
+	if !d.consume('{') {
+		return false
+	}
+	var seen uint32
+	if d.consume('}') {
+		return d.end()
+	}
+	for {
+		key, ok := d.rawKey()
+		if !ok {
+			return false
+		}
+		bit := requestKeys[string(key)] // no allocation: the compiler looks up the bytes
+		if bit == 0 || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		switch bit {
+		case keyGid:
+			r.Gid, ok = d.str()
+		case keyTransType:
+			r.TransType, ok = d.str()
+		case keyCustomData:
+			r.CustomData, ok = d.str()
+		case keyQueryPrepared:
+			r.QueryPrepared, ok = d.str()
+		case keyProtocol:
+			r.Protocol, ok = d.str()
+		case keyRollbackReason:
+			r.RollbackReason, ok = d.str()
+		case keyWaitResult:
+			r.WaitResult, ok = d.boolean()
+		case keyConcurrent:
+			r.Concurrent, ok = d.boolean()
+		case keyTimeoutToFail:
+			r.TimeoutToFail, ok = d.int()
+		case keyRequestTimeout:
+			r.RequestTimeout, ok = d.int()
+		case keyRetryInterval:
+			r.RetryInterval, ok = d.int()
+		case keyRetryLimit:
+			r.RetryLimit, ok = d.int()
+		case keyRetryCount:
+			r.RetryCount, ok = d.int()
+		case keyBranchHeaders:
+			r.BranchHeaders, ok = d.object()
+		case keyPayloads:
+			if ok = d.consume('['); ok {
+				r.Payloads = []string{}
+				if !d.consume(']') {
+					for ok {
+						var p string
+						if p, ok = d.str(); ok {
+							r.Payloads = append(r.Payloads, p)
+							if d.consume(']') {
+								break
+							}
+							ok = d.consume(',')
+						}
+					}
+				}
+			}
+		case keySteps:
+			if ok = d.consume('['); ok {
+				r.Steps = []map[string]string{}
+				if !d.consume(']') {
+					for ok {
+						var m map[string]string
+						if m, ok = d.object(); ok {
+							r.Steps = append(r.Steps, m)
+							if d.consume(']') {
+								break
+							}
+							ok = d.consume(',')
+						}
+					}
+				}
+			}
+		}
+		if !ok {
+			return false
+		}
+		if d.consume('}') {
+			return d.end()
+		}
+		if !d.consume(',') {
+			return false
+		}
+	}
+}
+
+// requestKeys gives each key decodeRequest takes a bit, to refuse repeats
+// (encoding/json would merge a repeated object into the first).
+var requestKeys = map[string]uint32{
+	"gid": keyGid, "trans_type": keyTransType, "custom_data": keyCustomData, "query_prepared": keyQueryPrepared,
+	"protocol": keyProtocol, "rollback_reason": keyRollbackReason, "wait_result": keyWaitResult,
+	"concurrent": keyConcurrent, "timeout_to_fail": keyTimeoutToFail, "request_timeout": keyRequestTimeout,
+	"retry_interval": keyRetryInterval, "retry_limit": keyRetryLimit, "retry_count": keyRetryCount,
+	"branch_headers": keyBranchHeaders, "payloads": keyPayloads, "steps": keySteps,
+}
+
+const (
+	keyGid uint32 = 1 << iota
+	keyTransType
+	keyCustomData
+	keyQueryPrepared
+	keyProtocol
+	keyRollbackReason
+	keyWaitResult
+	keyConcurrent
+	keyTimeoutToFail
+	keyRequestTimeout
+	keyRetryInterval
+	keyRetryLimit
+	keyRetryCount
+	keyBranchHeaders
+	keyPayloads
+	keySteps
+)
+
+// jsonScanner reads the subset of JSON decodeRequest takes; every method
+// reports false on anything outside it.
+type jsonScanner struct {
+	b []byte
+	i int
+}
+
+func (d *jsonScanner) skipSpace() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// consume skips white space and then c, if c is next.
+func (d *jsonScanner) consume(c byte) bool {
+	d.skipSpace()
+	if d.i < len(d.b) && d.b[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether only white space is left.
+func (d *jsonScanner) end() bool {
+	d.skipSpace()
+	return d.i == len(d.b)
+}
+
+// rawKey reads `"key":` for a key without escapes.
+func (d *jsonScanner) rawKey() ([]byte, bool) {
+	if !d.consume('"') {
+		return nil, false
+	}
+	start := d.i
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		if c == '"' {
+			k := d.b[start:d.i]
+			d.i++
+			return k, d.consume(':')
+		}
+		if c == '\\' || c < 0x20 || c >= 0x80 {
+			return nil, false
+		}
+		d.i++
+	}
+	return nil, false
+}
+
+// str reads an ASCII string, with the escapes JSON has except \u.
+func (d *jsonScanner) str() (string, bool) {
+	if !d.consume('"') {
+		return "", false
+	}
+	start := d.i
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			s := string(d.b[start:d.i])
+			d.i++
+			return s, true
+		case c == '\\':
+			return d.escapedStr(start)
+		case c < 0x20 || c >= 0x80:
+			return "", false
+		}
+		d.i++
+	}
+	return "", false
+}
+
+// escapedStr finishes a string that has escapes from start (after the quote).
+func (d *jsonScanner) escapedStr(start int) (string, bool) {
+	out := make([]byte, 0, d.i-start+32)
+	out = append(out, d.b[start:d.i]...)
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			return string(out), true
+		case c == '\\':
+			if d.i+1 >= len(d.b) {
+				return "", false
+			}
+			switch e := d.b[d.i+1]; e {
+			case '"', '\\', '/':
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			default: // \u (surrogates, invalid code points) and errors: encoding/json
+				return "", false
+			}
+			d.i += 2
+			continue
+		case c < 0x20 || c >= 0x80:
+			return "", false
+		}
+		out = append(out, c)
+		d.i++
+	}
+	return "", false
+}
+
+func (d *jsonScanner) boolean() (bool, bool) {
+	d.skipSpace()
+	rest := d.b[d.i:]
+	switch {
+	case len(rest) >= 4 && string(rest[:4]) == "true":
+		d.i += 4
+		return true, d.delimited()
+	case len(rest) >= 5 && string(rest[:5]) == "false":
+		d.i += 5
+		return false, d.delimited()
+	}
+	return false, false
+}
+
+// int reads an integer without fraction or exponent, of at most 18 digits
+// (so that it cannot overflow an int64; longer ones go to encoding/json).
+func (d *jsonScanner) int() (int64, bool) {
+	d.skipSpace()
+	neg := d.i < len(d.b) && d.b[d.i] == '-'
+	if neg {
+		d.i++
+	}
+	digits := d.i
+	var n int64
+	for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
+		n = n*10 + int64(d.b[d.i]-'0')
+		d.i++
+	}
+	if d.i == digits || d.i-digits > 18 || d.b[digits] == '0' && d.i-digits > 1 || !d.delimited() {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// delimited reports whether a literal ends here (and not in "truex" or "1.5").
+func (d *jsonScanner) delimited() bool {
+	if d.i == len(d.b) {
+		return true
+	}
+	switch d.b[d.i] {
+	case ',', '}', ']', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
+}
+
+// object reads an object of strings (an empty one too).
+func (d *jsonScanner) object() (map[string]string, bool) {
+	if !d.consume('{') {
+		return nil, false
+	}
+	m := make(map[string]string, 2)
+	if d.consume('}') {
+		return m, true
+	}
+	for {
+		d.skipSpace()
+		k, ok := d.str()
+		if !ok || !d.consume(':') {
+			return nil, false
+		}
+		v, ok := d.str()
+		if !ok {
+			return nil, false
+		}
+		m[k] = v
+		if d.consume('}') {
+			return m, true
+		}
+		if !d.consume(',') {
+			return nil, false
+		}
+	}
 }
