@@ -286,7 +286,7 @@ func (d *dec) branch(b *dtx.Branch) {
 }
 
 func (d *dec) branches() []dtx.Branch {
-	n := d.count(10)
+	n := d.count(8) // six empty strings and two zero times
 	if n == 0 {
 		return nil
 	}

@@ -92,7 +92,8 @@ func TestCodecRoundTrip(t *testing.T) {
 	if gb, err := decodeBranch(j); err != nil || !reflect.DeepEqual(gb, b[0]) {
 		t.Errorf("branch from JSON:\n got %+v %v\nwant %+v", gb, err, b[0])
 	}
-	for _, r := range []*record{{G: &g, Body: true, B: b}, {G: &g, U: u}, {G: &g}} {
+	zero := []*record{{G: &dtx.Global{}, B: make([]dtx.Branch, 3)}, {G: &dtx.Global{}, U: make([]dtx.BranchUpdate, 3)}}
+	for _, r := range append([]*record{{G: &g, Body: true, B: b}, {G: &g, U: u}, {G: &g}}, zero...) {
 		got, err := decodeRecord(appendRecord([]byte("x"), r)[1:])
 		if err != nil || !reflect.DeepEqual(got, r) {
 			t.Errorf("record:\n got %+v %v\nwant %+v", got, err, r)

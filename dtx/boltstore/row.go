@@ -34,7 +34,7 @@ func getRow(tx *bolt.Tx, gid string) (*row, error) {
 	if v == nil {
 		return nil, dtx.ErrNotFound
 	}
-	if v[0] != verTxn {
+	if len(v) == 0 || v[0] != verTxn {
 		g, err := decodeGlobal(v)
 		if err != nil {
 			return nil, err
