@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // Request is the JSON body of dtm's prepare, submit and abort calls (dtm's
@@ -355,7 +356,7 @@ func decodeRequest(b []byte, r *Request) bool {
 			r.BranchHeaders, ok = d.object()
 		case keyPayloads:
 			if ok = d.consume('['); ok {
-				r.Payloads = []string{}
+				r.Payloads = make([]string, 0, 4) // room for the usual few steps
 				if !d.consume(']') {
 					for ok {
 						var p string
@@ -371,7 +372,7 @@ func decodeRequest(b []byte, r *Request) bool {
 			}
 		case keySteps:
 			if ok = d.consume('['); ok {
-				r.Steps = []map[string]string{}
+				r.Steps = make([]map[string]string, 0, 4)
 				if !d.consume(']') {
 					for ok {
 						var m map[string]string
@@ -492,7 +493,7 @@ func (d *jsonScanner) str() (string, bool) {
 		c := d.b[d.i]
 		switch {
 		case c == '"':
-			s := string(d.b[start:d.i])
+			s := known(d.b[start:d.i])
 			d.i++
 			return s, true
 		case c == '\\':
@@ -505,6 +506,26 @@ func (d *jsonScanner) str() (string, bool) {
 	return "", false
 }
 
+// known returns the strings every request repeats (step keys, types, the
+// protocol) without allocating, and a copy of anything else.
+func known(b []byte) string {
+	switch string(b) { // no allocation: the compiler compares the bytes
+	case OpAction:
+		return OpAction
+	case OpCompensate:
+		return OpCompensate
+	case TypeSaga:
+		return TypeSaga
+	case TypeMsg:
+		return TypeMsg
+	case TypeTCC:
+		return TypeTCC
+	case "http":
+		return "http"
+	}
+	return string(b)
+}
+
 // escapedStr finishes a string that has escapes from start (after the quote).
 func (d *jsonScanner) escapedStr(start int) (string, bool) {
 	out := make([]byte, 0, d.i-start+32)
@@ -514,7 +535,8 @@ func (d *jsonScanner) escapedStr(start int) (string, bool) {
 		switch {
 		case c == '"':
 			d.i++
-			return string(out), true
+			// out is this string's own copy, never written again: no second copy.
+			return unsafe.String(unsafe.SliceData(out), len(out)), true
 		case c == '\\':
 			if d.i+1 >= len(d.b) {
 				return "", false
