@@ -20,8 +20,16 @@ import (
 // bytes, times are their nanosecond plus one (0: the zero time) and their
 // Unix second. Times come back in UTC, as the store keeps them.
 const (
-	verJSON   = '{'
+	verJSON = '{'
+	// verBinary: a row alone (a bolt value of the older layout, row.go);
+	// also the log records of the first binary version, whose branches
+	// carry every field: read, no longer written.
 	verBinary = 1
+	// verTxnPlain: a transaction's value whose branches carry every field:
+	// read, no longer written.
+	verTxnPlain = 2
+	verRecord   = 3 // a log record
+	verTxn      = 4 // a transaction's value, row.go
 )
 
 var errCorrupt = errors.New("truncated or corrupt binary value")
@@ -107,7 +115,54 @@ func (e *enc) global(g *dtx.Global) {
 	}
 }
 
-func (e *enc) branch(b *dtx.Branch) {
+// Branch flags: what a branch shares with the row it is encoded with.
+// GenBranches copies the gid, and each step's payload and URLs, into its
+// branches; left out, they were more than half of a saga's bytes.
+const (
+	brGid  = 1 // Gid is the row's
+	brData = 2 // BinData is the row's Payloads[stepIndex(BranchID)]
+	brURL  = 4 // URL is the row's Steps[stepIndex(BranchID)][Op]
+)
+
+// stepIndex is the step a branch id names ("01" is step 0), or -1.
+func stepIndex(id string) int {
+	if len(id) == 0 || len(id) > 6 {
+		return -1
+	}
+	n := 0
+	for i := 0; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return -1
+		}
+		n = n*10 + int(id[i]-'0')
+	}
+	return n - 1
+}
+
+// branchFlags tells what b shares with g (nil: nothing).
+func branchFlags(g *dtx.Global, b *dtx.Branch) byte {
+	if g == nil {
+		return 0
+	}
+	var f byte
+	if b.Gid == g.Gid {
+		f |= brGid
+	}
+	if k := stepIndex(b.BranchID); k >= 0 {
+		if k < len(g.Payloads) && len(b.BinData) > 0 && string(b.BinData) == g.Payloads[k] {
+			f |= brData
+		}
+		if k < len(g.Steps) && b.URL != "" {
+			if u, ok := g.Steps[k][b.Op]; ok && u == b.URL {
+				f |= brURL
+			}
+		}
+	}
+	return f
+}
+
+// plainBranch encodes b without flags, as a verBinary branch value.
+func (e *enc) plainBranch(b *dtx.Branch) {
 	e.str(b.Gid)
 	e.str(b.BranchID)
 	e.str(b.Op)
@@ -118,10 +173,30 @@ func (e *enc) branch(b *dtx.Branch) {
 	e.time(b.FinishTime)
 }
 
-func (e *enc) branches(bs []dtx.Branch) {
+// branch encodes b, leaving out what it shares with g (nil: nothing).
+func (e *enc) branch(g *dtx.Global, b *dtx.Branch) {
+	f := branchFlags(g, b)
+	*e = append(*e, f)
+	if f&brGid == 0 {
+		e.str(b.Gid)
+	}
+	e.str(b.BranchID)
+	e.str(b.Op)
+	if f&brURL == 0 {
+		e.str(b.URL)
+	}
+	if f&brData == 0 {
+		e.bytes(b.BinData)
+	}
+	e.str(b.Status)
+	e.time(b.CreateTime)
+	e.time(b.FinishTime)
+}
+
+func (e *enc) branches(g *dtx.Global, bs []dtx.Branch) {
 	e.uint(uint64(len(bs)))
 	for i := range bs {
-		e.branch(&bs[i])
+		e.branch(g, &bs[i])
 	}
 }
 
@@ -274,25 +349,52 @@ func (d *dec) global(g *dtx.Global) {
 	}
 }
 
-func (d *dec) branch(b *dtx.Branch) {
-	b.Gid = d.str()
+// branch decodes a branch encoded with g (nil: nothing left out); plain:
+// the encoding without flags (verBinary records, verTxnPlain values).
+func (d *dec) branch(g *dtx.Global, b *dtx.Branch, plain bool) {
+	var f byte
+	if !plain {
+		f = d.byte()
+	}
+	if f&^(brGid|brData|brURL) != 0 || (f != 0 && g == nil) {
+		d.fail()
+		return
+	}
+	if f&brGid != 0 {
+		b.Gid = g.Gid
+	} else {
+		b.Gid = d.str()
+	}
 	b.BranchID = d.str()
 	b.Op = d.str()
-	b.URL = d.str()
-	b.BinData = d.bytes()
+	k := stepIndex(b.BranchID)
+	if f&brURL == 0 {
+		b.URL = d.str()
+	} else if k >= 0 && k < len(g.Steps) {
+		b.URL = g.Steps[k][b.Op]
+	} else {
+		d.fail()
+	}
+	if f&brData == 0 {
+		b.BinData = d.bytes()
+	} else if k >= 0 && k < len(g.Payloads) {
+		b.BinData = []byte(g.Payloads[k])
+	} else {
+		d.fail()
+	}
 	b.Status = d.str()
 	b.CreateTime = d.time()
 	b.FinishTime = d.time()
 }
 
-func (d *dec) branches() []dtx.Branch {
-	n := d.count(8) // six empty strings and two zero times
+func (d *dec) branches(g *dtx.Global, plain bool) []dtx.Branch {
+	n := d.count(6) // four empty strings and two zero times at least
 	if n == 0 {
 		return nil
 	}
 	bs := make([]dtx.Branch, n)
 	for i := range bs {
-		d.branch(&bs[i])
+		d.branch(g, &bs[i], plain)
 	}
 	return bs
 }
@@ -304,9 +406,18 @@ const (
 	recUpdates  = 4 // U follows
 )
 
+// bodyOf is the row a record's branches are encoded with: its own, unless
+// it left the body out (then its steps and payloads are not in it).
+func bodyOf(r *record) *dtx.Global {
+	if r.Body {
+		return nil
+	}
+	return r.G
+}
+
 // appendRecord encodes r after buf.
 func appendRecord(buf []byte, r *record) []byte {
-	e := enc(append(buf, verBinary))
+	e := enc(append(buf, verRecord))
 	var flags byte
 	if r.Body {
 		flags |= recBody
@@ -320,7 +431,7 @@ func appendRecord(buf []byte, r *record) []byte {
 	e.global(r.G)
 	switch {
 	case flags&recBranches != 0:
-		e.branches(r.B)
+		e.branches(bodyOf(r), r.B)
 	case flags&recUpdates != 0:
 		e.uint(uint64(len(r.U)))
 		for _, u := range r.U {
@@ -345,9 +456,10 @@ func decodeRecord(p []byte) (*record, error) {
 		}
 		return r, nil
 	}
-	if len(p) < 2 || p[0] != verBinary {
+	if len(p) < 2 || (p[0] != verRecord && p[0] != verBinary) {
 		return nil, errCorrupt
 	}
+	plain := p[0] == verBinary
 	flags := p[1]
 	d := dec{b: p[2:]}
 	r.G = &dtx.Global{}
@@ -355,7 +467,7 @@ func decodeRecord(p []byte) (*record, error) {
 	r.Body = flags&recBody != 0
 	switch {
 	case flags&recBranches != 0:
-		r.B = d.branches()
+		r.B = d.branches(bodyOf(r), plain)
 		if r.B == nil {
 			r.B = []dtx.Branch{}
 		}
@@ -387,7 +499,7 @@ func decodeGlobal(v []byte) (*dtx.Global, error) {
 	if len(v) > 0 && v[0] == verJSON {
 		return g, json.Unmarshal(v, g)
 	}
-	if len(v) == 0 || (v[0] != verBinary && v[0] != verTxn) {
+	if len(v) == 0 || (v[0] != verBinary && v[0] != verTxnPlain && v[0] != verTxn) {
 		return nil, errCorrupt
 	}
 	d := dec{b: v[1:]}
@@ -399,7 +511,7 @@ func decodeGlobal(v []byte) (*dtx.Global, error) {
 func encodeBranch(b *dtx.Branch) []byte {
 	e := enc(make([]byte, 0, 160))
 	e = append(e, verBinary)
-	e.branch(b)
+	e.plainBranch(b)
 	return e
 }
 
@@ -413,6 +525,6 @@ func decodeBranch(v []byte) (dtx.Branch, error) {
 		return b, errCorrupt
 	}
 	d := dec{b: v[1:]}
-	d.branch(&b)
+	d.branch(nil, &b, true)
 	return b, d.err
 }

@@ -111,3 +111,77 @@ func TestCodecRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// plainBranches encodes bs as the first binary version did: no flags.
+func plainBranches(e *enc, bs []dtx.Branch) {
+	e.uint(uint64(len(bs)))
+	for i := range bs {
+		e.plainBranch(&bs[i])
+	}
+}
+
+// TestCodecSharedFields: a saga's branches leave out the gid, payloads and
+// URLs they share with the row (in log records that carry the row's body,
+// and in bolt values), come back whole, and the encodings of the first
+// binary version (branches with every field) still decode.
+func TestCodecSharedFields(t *testing.T) {
+	n := 0
+	g := filled[dtx.Global](t, &n)
+	g.TransType = dtx.TypeSaga
+	g.Steps = []map[string]string{{"action": "http://a/1", "compensate": "http://a/-1"}, {"action": "http://a/2", "compensate": "http://a/-2"}}
+	g.Payloads = []string{`{"amount":30}`, `{"amount":31}`}
+	bs := dtx.GenBranches(&g)
+	bs = append(bs, dtx.Branch{Gid: "other", BranchID: "01", Op: dtx.OpAction, URL: "http://b/1", BinData: []byte("x"), Status: "s"})
+	for i := range bs {
+		bs[i].CreateTime = g.CreateTime
+	}
+
+	r := &record{G: &g, B: bs}
+	p := appendRecord(nil, r)
+	if got, err := decodeRecord(p); err != nil || !reflect.DeepEqual(got, r) {
+		t.Errorf("record:\n got %+v %v\nwant %+v", got, err, r)
+	}
+	full := enc(nil)
+	full.global(&g)
+	plainBranches(&full, bs)
+	if len(p) >= len(full)-100 {
+		t.Errorf("record of %d bytes, %d with every branch field: nothing left out", len(p), len(full))
+	}
+	// Without the body the branches carry every field.
+	rb := &record{G: &g, Body: true, B: bs}
+	if got, err := decodeRecord(appendRecord(nil, rb)); err != nil || !reflect.DeepEqual(got, rb) {
+		t.Errorf("record without body:\n got %+v %v\nwant %+v", got, err, rb)
+	}
+
+	st := &state{g: &g, bs: bs}
+	v := encodeTxn(st)
+	if len(v) >= len(full)-100 {
+		t.Errorf("value of %d bytes, %d with every branch field: nothing left out", len(v), len(full))
+	}
+	for _, val := range [][]byte{v, append([]byte{verTxnPlain}, full...)} {
+		if got := decodeValue(t, val); !reflect.DeepEqual(got, st) {
+			t.Errorf("value %d:\n got %+v\nwant %+v", val[0], got, st)
+		}
+	}
+
+	old := enc{verBinary, recBranches}
+	old.global(&g)
+	plainBranches(&old, bs)
+	if got, err := decodeRecord(old); err != nil || !reflect.DeepEqual(got, r) {
+		t.Errorf("record of the first binary version:\n got %+v %v\nwant %+v", got, err, r)
+	}
+}
+
+// decodeValue decodes a one-value transaction as load does.
+func decodeValue(t *testing.T, v []byte) *state {
+	t.Helper()
+	r, err := parseRow(v)
+	if err != nil || !r.one {
+		t.Fatalf("value %d: %v, one value: %v", v[0], err, r != nil && r.one)
+	}
+	bs, err := r.branches(nil)
+	if err != nil {
+		t.Fatalf("value %d: %v", v[0], err)
+	}
+	return &state{g: r.g, bs: bs}
+}

@@ -17,15 +17,16 @@ import (
 // one value each; both layouts are read, and a checkpoint's put of such a
 // transaction moves it to the new one. Claim and ResetLeases, which only
 // change the row, keep the layout they find.
-const verTxn = 2
 
 // row is a transaction's value as read.
 type row struct {
 	g *dtx.Global
-	// one: the value holds the branches too, encoded in tail (which points
-	// into bolt's memory: valid only during the bolt transaction).
-	one  bool
-	tail []byte
+	// one: the value holds the branches too, encoded in tail against g
+	// (tail points into bolt's memory: valid only during the bolt
+	// transaction).
+	one   bool
+	plain bool // tail's branches are verTxnPlain's
+	tail  []byte
 }
 
 // getRow reads gid's row; dtx.ErrNotFound when there is none.
@@ -34,7 +35,12 @@ func getRow(tx *bolt.Tx, gid string) (*row, error) {
 	if v == nil {
 		return nil, dtx.ErrNotFound
 	}
-	if len(v) == 0 || v[0] != verTxn {
+	return parseRow(v)
+}
+
+// parseRow decodes a global bucket value in any layout and format.
+func parseRow(v []byte) (*row, error) {
+	if len(v) == 0 || (v[0] != verTxn && v[0] != verTxnPlain) {
 		g, err := decodeGlobal(v)
 		if err != nil {
 			return nil, err
@@ -42,7 +48,7 @@ func getRow(tx *bolt.Tx, gid string) (*row, error) {
 		return &row{g: g}, nil
 	}
 	d := dec{b: v[1:]}
-	r := &row{g: &dtx.Global{}, one: true}
+	r := &row{g: &dtx.Global{}, one: true, plain: v[0] == verTxnPlain}
 	d.global(r.g)
 	r.tail = d.b
 	return r, d.err
@@ -55,7 +61,7 @@ func (r *row) branches(tx *bolt.Tx) ([]dtx.Branch, error) {
 		return bs, err
 	}
 	d := dec{b: r.tail}
-	bs := d.branches()
+	bs := d.branches(r.g, r.plain)
 	if d.err == nil && len(d.b) != 0 {
 		d.err = errCorrupt
 	}
@@ -99,27 +105,38 @@ func put(tx *bolt.Tx, st *state) error {
 	if err := reindex(tx, prev, st.g); err != nil {
 		return err
 	}
-	e := enc(make([]byte, 0, 256+192*len(st.bs)))
+	return tx.Bucket(bGlobal).Put([]byte(st.g.Gid), encodeTxn(st))
+}
+
+// encodeTxn is a transaction's value: the row, then the branches, which
+// leave out what they share with the row.
+func encodeTxn(st *state) []byte {
+	e := enc(make([]byte, 0, 512+64*len(st.bs)))
 	e = append(e, verTxn)
 	e.global(st.g)
-	e.branches(st.bs)
-	return tx.Bucket(bGlobal).Put([]byte(st.g.Gid), e)
+	e.branches(st.g, st.bs)
+	return e
 }
 
 // putGlobal replaces old's row with g, keeping its branches where they
 // are, and moves its index entries.
 func putGlobal(tx *bolt.Tx, old *row, g *dtx.Global) error {
+	if !old.one {
+		if err := reindex(tx, old.g, g); err != nil {
+			return err
+		}
+		return tx.Bucket(bGlobal).Put([]byte(g.Gid), encodeGlobal(g))
+	}
+	// The branches are encoded against the row: decoded with the old
+	// one, encoded again with the new.
+	bs, err := old.branches(tx)
+	if err != nil {
+		return err
+	}
 	if err := reindex(tx, old.g, g); err != nil {
 		return err
 	}
-	if !old.one {
-		return tx.Bucket(bGlobal).Put([]byte(g.Gid), encodeGlobal(g))
-	}
-	e := enc(make([]byte, 0, 256+len(old.tail)))
-	e = append(e, verTxn)
-	e.global(g)
-	e = append(e, old.tail...)
-	return tx.Bucket(bGlobal).Put([]byte(g.Gid), e)
+	return tx.Bucket(bGlobal).Put([]byte(g.Gid), encodeTxn(&state{g: g, bs: bs}))
 }
 
 // deleteRow removes a transaction, its branches and its finished entry.
