@@ -40,7 +40,7 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 	errs := make([]error, len(muts))
 	next := make(map[string]*state, len(muts))
 	var order []string
-	var buf []byte // one record per applied mutation, in order
+	buf := s.recBuf[:0] // one record per applied mutation, in order
 	var rtx *bolt.Tx
 	defer func() {
 		if rtx != nil {
@@ -85,7 +85,11 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 	if len(order) == 0 {
 		return errs, nil
 	}
-	if err := s.wal().append(buf); err != nil {
+	err := s.wal().append(buf)
+	if cap(buf) <= 1<<20 {
+		s.recBuf = buf // append kept no reference to it
+	}
+	if err != nil {
 		return nil, fmt.Errorf("dtx bolt store: write-ahead log: %w", err)
 	}
 	for _, gid := range order {

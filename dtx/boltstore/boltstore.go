@@ -48,6 +48,7 @@ type Store struct {
 	frozen   map[string]*state // states a running checkpoint is writing into bolt
 	closed   bool
 	cpKicked bool // a background checkpoint was started and has not run yet
+	recBuf   []byte // Apply's log records, kept for the next Apply
 
 	cpMu sync.Mutex     // one checkpoint (or direct bolt write) at a time
 	bg   sync.WaitGroup // background checkpoints

@@ -3,6 +3,7 @@ package boltstore
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -184,4 +185,27 @@ func decodeValue(t *testing.T, v []byte) *state {
 		t.Fatalf("value %d: %v", v[0], err)
 	}
 	return &state{g: r.g, bs: bs}
+}
+
+// TestSameOptions: sameOptions notices a change in any field of Options,
+// including one added later.
+func TestSameOptions(t *testing.T) {
+	n := 0
+	a := filled[dtx.Options](t, &n)
+	if b := a; !sameOptions(&a, &b) {
+		t.Error("equal options differ")
+	}
+	for i := 0; i < reflect.TypeOf(a).NumField(); i++ {
+		b := a
+		b.BranchHeaders = maps.Clone(a.BranchHeaders)
+		f := reflect.ValueOf(&b).Elem().Field(i)
+		if f.Kind() == reflect.Bool {
+			f.SetBool(false)
+		} else {
+			fill(t, f, &n)
+		}
+		if sameOptions(&a, &b) {
+			t.Errorf("a change of %s went unnoticed", reflect.TypeOf(a).Field(i).Name)
+		}
+	}
 }

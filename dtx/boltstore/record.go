@@ -2,7 +2,7 @@ package boltstore
 
 import (
 	"fmt"
-	"reflect"
+	"maps"
 	"unsafe"
 
 	"github.com/sluice-db/sluice/dtx"
@@ -47,7 +47,17 @@ func sameBody(a, b *dtx.Global) bool {
 	return len(a.Steps) == len(b.Steps) && unsafe.SliceData(a.Steps) == unsafe.SliceData(b.Steps) &&
 		len(a.Payloads) == len(b.Payloads) && unsafe.SliceData(a.Payloads) == unsafe.SliceData(b.Payloads) &&
 		a.CustomData == b.CustomData && a.QueryPrepared == b.QueryPrepared &&
-		reflect.DeepEqual(a.Options, b.Options)
+		sameOptions(&a.Options, &b.Options)
+}
+
+// sameOptions is reflect.DeepEqual of two Options without its allocations
+// (it ran for every update); TestSameOptions keeps it in step with the
+// type's fields.
+func sameOptions(a, b *dtx.Options) bool {
+	return a.WaitResult == b.WaitResult && a.TimeoutToFail == b.TimeoutToFail &&
+		a.RequestTimeout == b.RequestTimeout && a.RetryInterval == b.RetryInterval &&
+		a.Concurrent == b.Concurrent && a.RetryLimit == b.RetryLimit && a.RetryCount == b.RetryCount &&
+		maps.Equal(a.BranchHeaders, b.BranchHeaders)
 }
 
 // apply replays the record on base, the state before it.
