@@ -47,7 +47,7 @@ type Store struct {
 	overlay  map[string]*state // gid -> state newer than bolt's, durable in the active file
 	frozen   map[string]*state // states a running checkpoint is writing into bolt
 	closed   bool
-	cpKicked bool // a background checkpoint was started and has not run yet
+	cpKicked bool   // a background checkpoint was started and has not run yet
 	recBuf   []byte // Apply's log records, kept for the next Apply
 
 	cpMu sync.Mutex     // one checkpoint (or direct bolt write) at a time
