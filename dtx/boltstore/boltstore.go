@@ -1,7 +1,8 @@
 // Package boltstore is the embedded single-node dtx store: one bbolt file
 // and a write-ahead log beside it (two files), so `sluice dtx serve` runs
 // without a database. An Apply (one group commit of the coordinator) is one
-// append to the log and one fdatasync before it returns; the new states
+// durable append to the log (O_DIRECT|O_DSYNC, or write and fdatasync)
+// before it returns; the new states
 // are then served from memory and written into bolt in bulk by
 // checkpoints, which run beside Apply and which recovery's once-a-second
 // Claim triggers. Open replays the log.

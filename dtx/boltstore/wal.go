@@ -15,19 +15,21 @@ import (
 // wal is the store's write-ahead log, one preallocated file rewritten in
 // place. Each record is the whole new state of one transaction (its row and
 // all its branches), so replaying the log is a series of idempotent puts.
-// One Apply batch is one write and one fdatasync (against two fsyncs and a
-// page rewrite per bolt commit), and because the file's blocks exist
-// already, that fdatasync flushes data only, with no file-system journal
-// commit for a changed length.
+// One Apply batch is one O_DIRECT|O_DSYNC write (or, where the file system
+// refuses O_DIRECT, one write and one fdatasync), against two fsyncs and a
+// page rewrite per bolt commit; because the file's blocks exist already,
+// the sync flushes data only, with no file-system journal commit for a
+// changed length.
 //
 // Layout: a header block holding the file's epoch, then records
 // [len uint32][crc32c uint32][epoch uint64][record], the CRC covering epoch
 // and record (codec.go; JSON in files written before the binary encoding).
-// The store keeps two such files and appends to one while a checkpoint moves the other's states into bolt. reset (when a file becomes
+// The store keeps two such files and appends to one while a checkpoint
+// moves the other's states into bolt. reset (when a file becomes
 // the one appended to) gives it a new, larger epoch instead of zeroing it:
 // replay reads records while they are intact and carry the header's epoch,
 // so older records left behind are never replayed, and a torn record (from
-// a batch whose fdatasync never returned, so never acknowledged) ends the
+// a batch whose write never returned, so never acknowledged) ends the
 // log. retire (once a checkpoint has its states) writes epoch 0: nothing
 // in the file is replayed any more.
 type wal struct {
