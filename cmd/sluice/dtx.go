@@ -44,6 +44,7 @@ func newDtxServeCmd() *cobra.Command {
 	cfg := dtx.DefaultConfig()
 	var listen, store, logLevel string
 	var pprof bool
+	lean := true
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve dtm's HTTP protocol under /api/dtmsvr/",
@@ -53,7 +54,7 @@ http://LISTEN/api/dtmsvr and run unchanged. --store is bolt:///path/file.db
 database is created if missing; several serve processes may share it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof)
+			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean)
 		},
 	}
 	f := cmd.Flags()
@@ -75,6 +76,7 @@ database is created if missing; several serve processes may share it).`,
 	f.IntVar(&cfg.CommitBatch, "commit-batch", cfg.CommitBatch, "most state changes group-committed in one store transaction")
 	f.IntVar(&cfg.CommitWorkers, "commit-workers", 0, "store transactions in flight (0: 1; more only help once batches reach --commit-batch)")
 	f.BoolVar(&pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ (for benchmarks)")
+	f.BoolVar(&lean, "lean-http", lean, "answer dtm client's plain keep-alive requests without net/http's per-request machinery (false: net/http serves all)")
 	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections")
 	return cmd
 }
@@ -121,7 +123,7 @@ func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
 	return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "unknown store scheme %q", u.Scheme)
 }
 
-func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel string, pprof bool) error {
+func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel string, pprof, lean bool) error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 		return sluice.Errorf(sluice.ErrConfig, "dtx serve --log-level", "use debug, info, warn or error", "%v", err)
@@ -160,13 +162,13 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 		coord.Close()
 		return err
 	}
-	handler := httpapi.Handler(coord, reg)
+	api := httpapi.Handler(coord, reg)
+	handler := api
 	if pprof {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/", httppprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
-		api := handler
 		// A prefix test, not a mux in front of every call: with --pprof the
 		// benchmarks profile the coordinator, and the profile should show
 		// the request path as it is without --pprof.
@@ -179,16 +181,25 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 		})
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	var server interface {
+		Serve(net.Listener) error
+		Shutdown(context.Context) error
+	} = srv
+	if lean {
+		// dtm client's calls by httpapi's lean loop, everything else (other
+		// routes, /metrics, pprof, unusual requests) by srv.
+		server = httpapi.NewServer(srv, api)
+	}
 	log.Info("dtx: serving dtm's HTTP protocol", "listen", ln.Addr().String(), "store", kind, "instance", cfg.Instance)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- server.Serve(ln) }()
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	_ = server.Shutdown(sctx)
 	coord.Close()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

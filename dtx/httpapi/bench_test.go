@@ -50,22 +50,31 @@ func (nullStore) Close() error                                       { return ni
 // cpu-us/op is the CPU of the whole process (coordinator, branch server and
 // client) per saga, from getrusage.
 func BenchmarkSubmit(b *testing.B) {
-	b.Run("store=null", func(b *testing.B) { benchSubmit(b, nullStore{}, "submit") })
-	b.Run("store=bolt", func(b *testing.B) {
-		st, err := boltstore.Open(filepath.Join(b.TempDir(), "dtx.db"))
-		if err != nil {
-			b.Fatal(err)
+	for _, lean := range []bool{false, true} {
+		suffix := ""
+		if lean {
+			suffix = ",server=lean" // httpapi.Server instead of a plain http.Server
 		}
-		defer st.Close()
-		benchSubmit(b, st, "submit")
-	})
+		b.Run("store=null"+suffix, func(b *testing.B) { benchSubmit(b, nullStore{}, "submit", lean) })
+		b.Run("store=bolt"+suffix, func(b *testing.B) {
+			st, err := boltstore.Open(filepath.Join(b.TempDir(), "dtx.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			benchSubmit(b, st, "submit", lean)
+		})
+	}
 }
 
 // BenchmarkPrepare prepares a two-step message on the null store: no branch
 // is called, so what it measures is mostly serving the request.
-func BenchmarkPrepare(b *testing.B) { benchSubmit(b, nullStore{}, "prepare") }
+func BenchmarkPrepare(b *testing.B) { benchSubmit(b, nullStore{}, "prepare", false) }
 
-func benchSubmit(b *testing.B, st dtx.Store, op string) {
+// BenchmarkPrepareLean is BenchmarkPrepare served by httpapi.Server.
+func BenchmarkPrepareLean(b *testing.B) { benchSubmit(b, nullStore{}, "prepare", true) }
+
+func benchSubmit(b *testing.B, st dtx.Store, op string, lean bool) {
 	busi := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -86,9 +95,16 @@ func benchSubmit(b *testing.B, st dtx.Store, op string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &http.Server{Handler: httpapi.Handler(coord, nil), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	h := httpapi.Handler(coord, nil)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if lean {
+		ls := httpapi.NewServer(srv, h)
+		go func() { _ = ls.Serve(ln) }()
+		defer ls.Close()
+	} else {
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+	}
 	addr := ln.Addr().String()
 
 	var seq atomic.Int64

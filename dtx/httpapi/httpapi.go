@@ -157,24 +157,32 @@ func (h *handler) trans(fn func(context.Context, *dtx.Request) error) http.Handl
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := readBody(r)
 		if err == nil {
-			var req *dtx.Request
-			req, err = dtx.ParseRequest(*body)
+			err = doTrans(r.Context(), fn, *body)
 			putBody(body)
-			if err == nil {
-				err = fn(r.Context(), req)
-			}
 		}
 		writeResult(w, err)
 	}
 }
 
+// doTrans decodes a prepare, submit or abort body and runs it.
+func doTrans(ctx context.Context, fn func(context.Context, *dtx.Request) error, body []byte) error {
+	req, err := dtx.ParseRequest(body)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, req)
+}
+
 func (h *handler) newGid(w http.ResponseWriter, r *http.Request) {
-	// The gid is hex: no escaping. Keys in encoding/json's (sorted) order.
-	b := make([]byte, 0, 64)
+	writeRaw(w, h.newGidBody(nil))
+}
+
+// newGidBody appends newGid's answer to b. The gid is hex: no escaping;
+// keys in encoding/json's (sorted) order.
+func (h *handler) newGidBody(b []byte) []byte {
 	b = append(b, `{"dtm_result":"`+dtx.ResultSuccess+`","gid":"`...)
 	b = append(b, h.c.NewGid()...)
-	b = append(b, "\"}\n"...)
-	writeRaw(w, b)
+	return append(b, "\"}\n"...)
 }
 
 func (h *handler) gidOp(fn func(context.Context, string) error) http.HandlerFunc {
@@ -201,16 +209,18 @@ func (h *handler) gidOp(fn func(context.Context, string) error) http.HandlerFunc
 func (h *handler) registerBranch(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r)
 	if err == nil {
-		fields := map[string]string{}
-		err = json.Unmarshal(*body, &fields)
+		err = h.doRegisterBranch(r.Context(), *body)
 		putBody(body)
-		if err != nil {
-			err = fmt.Errorf("%w: malformed JSON body (want an object of strings): %v", dtx.ErrBadRequest, err)
-		} else {
-			err = h.c.RegisterBranch(r.Context(), fields)
-		}
 	}
 	writeResult(w, err)
+}
+
+func (h *handler) doRegisterBranch(ctx context.Context, body []byte) error {
+	fields := map[string]string{}
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return fmt.Errorf("%w: malformed JSON body (want an object of strings): %v", dtx.ErrBadRequest, err)
+	}
+	return h.c.RegisterBranch(ctx, fields)
 }
 
 // query answers like dtm: 200 with a null transaction when the gid is unknown.
@@ -374,6 +384,12 @@ func writeResult(w http.ResponseWriter, err error) {
 }
 
 func writeErr(w http.ResponseWriter, err error) {
+	code, body := errorBody(err)
+	writeJSON(w, code, body)
+}
+
+// errorBody is the status and body of an error answer.
+func errorBody(err error) (int, map[string]string) {
 	code, res := http.StatusInternalServerError, ""
 	switch {
 	case errors.Is(err, dtx.ErrBadRequest):
@@ -389,5 +405,5 @@ func writeErr(w http.ResponseWriter, err error) {
 	if res != "" {
 		body["dtm_result"] = res
 	}
-	writeJSON(w, code, body)
+	return code, body
 }
