@@ -227,21 +227,17 @@ func (c *Coordinator) callURL(ctx context.Context, g *Global, uri, branchID, op 
 }
 
 func (c *Coordinator) doCall(ctx context.Context, g *Global, uri, branchID, op string, body []byte) (string, error) {
-	u, err := url.Parse(uri)
+	base, err := c.parsed.get(uri)
 	if err != nil {
 		return "", err
 	}
-	q := u.Query()
-	q.Set("gid", g.Gid)
-	q.Set("trans_type", g.TransType)
-	q.Set("branch_id", branchID)
-	q.Set("op", op)
-	u.RawQuery = q.Encode()
+	u := *base
+	u.RawQuery = branchQuery(base.RawQuery, g.Gid, g.TransType, branchID, op)
 	method := http.MethodGet
 	if len(body) > 0 {
 		method = http.MethodPost
 	}
-	a, err := c.branches.do(ctx, method, u, body, g.Options.BranchHeaders, c.requestTimeout(g))
+	a, err := c.branches.do(ctx, method, &u, body, g.Options.BranchHeaders, c.requestTimeout(g))
 	if err != nil {
 		return "", err
 	}
@@ -255,6 +251,22 @@ func (c *Coordinator) doCall(ctx context.Context, g *Global, uri, branchID, op s
 		return "", fmt.Errorf("HTTP %d: %s", a.status, strings.TrimSpace(oneLine(s, 200)))
 	}
 	return ResultSuccess, nil
+}
+
+// branchQuery adds dtm's four query parameters to a branch URL's query.
+func branchQuery(raw, gid, transType, branchID, op string) string {
+	if raw == "" {
+		// What url.Values.Encode makes of the four keys, in its (sorted)
+		// order, without building the map.
+		return "branch_id=" + url.QueryEscape(branchID) + "&gid=" + url.QueryEscape(gid) +
+			"&op=" + url.QueryEscape(op) + "&trans_type=" + url.QueryEscape(transType)
+	}
+	q, _ := url.ParseQuery(raw)
+	q.Set("gid", gid)
+	q.Set("trans_type", transType)
+	q.Set("branch_id", branchID)
+	q.Set("op", op)
+	return q.Encode()
 }
 
 func oneLine(s string, max int) string {

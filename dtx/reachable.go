@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
 	"sync"
 	"time"
 )
@@ -26,7 +25,7 @@ func (c *Coordinator) checkReachable(ctx context.Context, urls []string) error {
 		return nil
 	}
 	for _, s := range urls {
-		u, err := url.Parse(s)
+		u, err := c.parsed.get(s)
 		if err != nil {
 			return fmt.Errorf("%w: bad URL %q", ErrBadRequest, s)
 		}
