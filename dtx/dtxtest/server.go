@@ -35,7 +35,7 @@ type Server struct {
 	Reg   *prometheus.Registry
 	// URL is what dtm's client takes as its server: http://ADDR/api/dtmsvr.
 	URL string
-	srv *http.Server
+	srv *httpapi.Server
 	wg  sync.WaitGroup
 }
 
@@ -55,8 +55,11 @@ func Serve(cfg dtx.Config, store dtx.Store) (*Server, error) {
 		c.Close()
 		return nil, err
 	}
-	s := &Server{Coord: c, Reg: reg, URL: "http://" + ln.Addr().String() + "/api/dtmsvr",
-		srv: &http.Server{Handler: httpapi.Handler(c, reg), ReadHeaderTimeout: 10 * time.Second}}
+	s := &Server{Coord: c, Reg: reg, URL: "http://" + ln.Addr().String() + "/api/dtmsvr"}
+	// As sluice dtx serve does: dtm client's plain calls by the lean loop,
+	// everything else by net/http.
+	h := httpapi.Handler(c, reg)
+	s.srv = httpapi.NewServer(&http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, h)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
