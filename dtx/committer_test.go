@@ -57,10 +57,14 @@ func (s *batchStore) Apply(ctx context.Context, muts []*Mutation) ([]error, erro
 }
 
 func TestCommitterOutcomesExactlyOnce(t *testing.T) {
-	for _, workers := range []int{1, 3} {
-		t.Run(fmt.Sprint("workers=", workers), func(t *testing.T) {
+	for _, tc := range []struct {
+		workers int
+		wait    time.Duration
+	}{{1, 0}, {3, 0}, {1, 300 * time.Microsecond}} {
+		workers := tc.workers
+		t.Run(fmt.Sprint("workers=", workers, ",wait=", tc.wait), func(t *testing.T) {
 			st := &batchStore{applied: map[string]int{}}
-			c := newCommitter(st, workers, 8, NewMetrics(nil))
+			c := newCommitter(st, workers, 8, tc.wait, NewMetrics(nil))
 			const callers, each = 40, 25
 			var wg sync.WaitGroup
 			errc := make(chan error, callers*each)
@@ -117,7 +121,7 @@ func TestCommitterOutcomesExactlyOnce(t *testing.T) {
 
 func TestCommitterBatchFailureReachesEveryCaller(t *testing.T) {
 	st := &batchStore{applied: map[string]int{}, gate: make(chan struct{})}
-	c := newCommitter(st, 1, 16, NewMetrics(nil))
+	c := newCommitter(st, 1, 16, 0, NewMetrics(nil))
 	first := make(chan error, 1)
 	go func() { first <- c.do(context.Background(), &Mutation{Gid: "ok0"}) }()
 	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.inflight == 1 })
@@ -140,7 +144,7 @@ func TestCommitterBatchFailureReachesEveryCaller(t *testing.T) {
 
 func TestCommitterCancelAndClose(t *testing.T) {
 	st := &batchStore{applied: map[string]int{}, gate: make(chan struct{})}
-	c := newCommitter(st, 1, 16, NewMetrics(nil))
+	c := newCommitter(st, 1, 16, 0, NewMetrics(nil))
 	lead := make(chan error, 1)
 	go func() { lead <- c.do(context.Background(), &Mutation{Gid: "lead"}) }()
 	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.inflight == 1 })
@@ -191,5 +195,43 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition never held")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// The commit wait applies under load only: the decision follows the
+// average time between arrivals.
+func TestCommitterWaitsOnlyUnderLoad(t *testing.T) {
+	c := newCommitter(nil, 1, 16, 250*time.Microsecond, NewMetrics(nil))
+	t0 := time.Unix(1000, 0)
+	c.arrived(t0)
+	if c.shouldWait() {
+		t.Fatal("waits after the first change ever")
+	}
+	// Changes every 100 µs: 2.5 expected in the window.
+	for i := 1; i <= 20; i++ {
+		c.arrived(t0.Add(time.Duration(i) * 100 * time.Microsecond))
+	}
+	if !c.shouldWait() {
+		t.Fatalf("does not wait with a change every 100 µs (average gap %.0f ns)", c.gap)
+	}
+	// One pause of a second: idle again at once.
+	c.arrived(t0.Add(time.Second + 2*time.Millisecond))
+	if c.shouldWait() {
+		t.Fatalf("still waits after a 1 s pause (average gap %.0f ns)", c.gap)
+	}
+	// A change every 2 ms: 0.125 expected, below a quarter.
+	for i := 1; i <= 50; i++ {
+		c.arrived(t0.Add(2*time.Second + time.Duration(i)*2*time.Millisecond))
+	}
+	if c.shouldWait() {
+		t.Fatalf("waits with a change every 2 ms (average gap %.0f ns)", c.gap)
+	}
+	// Never with the wait off.
+	off := newCommitter(nil, 1, 16, 0, NewMetrics(nil))
+	for i := 0; i < 20; i++ {
+		off.arrived(t0.Add(time.Duration(i) * time.Microsecond))
+	}
+	if off.shouldWait() {
+		t.Fatal("waits with CommitWait 0")
 	}
 }

@@ -40,6 +40,11 @@ type Config struct {
 	// transaction; CommitWorkers is how many store transactions may be in flight.
 	CommitBatch   int
 	CommitWorkers int
+	// CommitWait is how long a commit waits for others to join it when
+	// changes arrive often enough that one is likely to (under load; an
+	// idle store commits at once), as MySQL's binlog_group_commit_sync_delay.
+	// 0 commits at once always.
+	CommitWait time.Duration
 	// CheckBranchURLs makes prepare/submit/registerBranch refuse a branch URL
 	// whose host does not accept TCP connections (400, nothing stored).
 	CheckBranchURLs bool
@@ -62,6 +67,7 @@ func DefaultConfig() Config {
 		PurgeInterval:   time.Minute,
 		CommitBatch:     256,
 		CommitWorkers:   4,
+		CommitWait:      250 * time.Microsecond,
 		CheckBranchURLs: true,
 	}
 }
@@ -90,6 +96,8 @@ func (c Config) Validate() error {
 		return bad("retention must not be negative and purge interval must be positive")
 	case c.CommitBatch <= 0 || c.CommitWorkers <= 0:
 		return bad("commit batch and workers must be positive")
+	case c.CommitWait < 0 || c.CommitWait > time.Second:
+		return bad("commit wait must be between 0 and 1s")
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 	c := &Coordinator{
 		cfg:      cfg,
 		store:    store,
-		commit:   newCommitter(store, cfg.CommitWorkers, cfg.CommitBatch, m),
+		commit:   newCommitter(store, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommitWait, m),
 		branches: newBranchClient(&http.Client{Transport: tr}, 512),
 		metrics:  m,
 		log:      log,

@@ -74,6 +74,7 @@ database is created if missing; several serve processes may share it).`,
 	f.DurationVar(&cfg.Retention, "retention", cfg.Retention, "how long finished transactions are kept (0: forever)")
 	f.DurationVar(&cfg.PurgeInterval, "purge-interval", cfg.PurgeInterval, "how often expired transactions are removed")
 	f.IntVar(&cfg.CommitBatch, "commit-batch", cfg.CommitBatch, "most state changes group-committed in one store transaction")
+	f.DurationVar(&cfg.CommitWait, "commit-wait", cfg.CommitWait, "under load, how long a store commit waits for other changes to share its sync (0: never wait)")
 	f.IntVar(&cfg.CommitWorkers, "commit-workers", 0, "store transactions in flight (0: 1; more only help once batches reach --commit-batch)")
 	f.BoolVar(&pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ (for benchmarks)")
 	f.BoolVar(&lean, "lean-http", lean, "answer dtm client's plain keep-alive requests without net/http's per-request machinery (false: net/http serves all)")
