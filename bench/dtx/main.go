@@ -610,17 +610,22 @@ func (b *bench) sysbench(ctx context.Context) (measurement, error) {
 	if err != nil {
 		return measurement{}, err
 	}
+	busy0, idle0 := machineCPU()
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, "sysbench", append(args, fmt.Sprintf("--time=%d", int(b.o.duration.Seconds())), "--percentile=99", "run")...).CombinedOutput()
 	if err != nil {
 		return measurement{}, fmt.Errorf("sysbench run: %v\n%s", err, out)
 	}
 	el := time.Since(start).Seconds()
+	busy1, idle1 := machineCPU()
 	s1, err := b.status(ctx)
 	if err != nil {
 		return measurement{}, err
 	}
 	m := measurement{}
+	if d := (busy1 - busy0) + (idle1 - idle0); d > 0 {
+		m.busy = 100 * (busy1 - busy0) / d
+	}
 	m.dbTPS = (s1["Binlog_commits"] - s0["Binlog_commits"]) / el
 	for _, k := range opNames {
 		m.ops += (s1[k] - s0[k]) / el
