@@ -71,7 +71,22 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma-separated row names to run (default: all)")
 	flag.StringVar(&o.profile, "profile", "", "directory for a CPU profile of sluice per row (starts sluice with --pprof)")
 	sa := flag.String("sluice-args", "", "extra space-separated flags for sluice dtx serve")
+	chartFrom := flag.String("chart-from", "", "only draw the Global-TPS chart (SVG) of an earlier run's results.json into -out, and exit")
 	flag.Parse()
+	if *chartFrom != "" {
+		r, err := report.Load(*chartFrom)
+		if err == nil {
+			err = os.MkdirAll(o.out, 0o755)
+		}
+		if err == nil {
+			err = writeChart(r, filepath.Join(o.out, "dtx.svg"))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench dtx:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	o.sluiceArgs = strings.Fields(*sa)
 	if o.profile != "" {
 		o.sluiceArgs = append(o.sluiceArgs, "--pprof")
@@ -673,6 +688,9 @@ func (b *bench) write(selected []row, results map[int]map[string][]measurement, 
 	if err := os.WriteFile(filepath.Join(b.o.out, "results.md"), md.Bytes(), 0o644); err != nil {
 		return err
 	}
+	if err := writeChart(run, filepath.Join(b.o.out, "dtx.svg")); err != nil {
+		return err
+	}
 	_, err := os.Stdout.Write(md.Bytes())
 	return err
 }
@@ -782,4 +800,41 @@ func machineCPU() (busy, idle float64) {
 		}
 	}
 	return busy, idle
+}
+
+// writeChart draws the seed's comparison as grouped bars, one chart per
+// client count: Global-TPS of no coordinator, sluice and dtm at each
+// amount of business SQL (a missing row draws as 0).
+func writeChart(run *report.Run, path string) error {
+	cats := []struct{ label, suffix string }{
+		{"0 SQL", ", 0 SQL"}, {"2 SQL", ", 2 SQL"}, {"2 SQL + barrier", ", 2 SQL, barrier"},
+		{"10 SQL", ", 10 SQL"}, {"10 SQL + barrier", ", 10 SQL, barrier"},
+	}
+	who := []struct{ name, prefix string }{{"no coordinator", "no coordinator"}, {"sluice", "sluice"}, {"dtm v1.19.0", "dtm"}}
+	byThreads := map[int]map[string]float64{}
+	var threads []int
+	for _, r := range run.Results {
+		if byThreads[r.Threads] == nil {
+			byThreads[r.Threads] = map[string]float64{}
+			threads = append(threads, r.Threads)
+		}
+		byThreads[r.Threads][r.Workload] = r.TPS
+	}
+	sort.Ints(threads)
+	f := &report.Figure{Title: "Global-TPS (sagas/s): sluice dtx vs dtm v1.19.0 vs no coordinator"}
+	for _, t := range threads {
+		c := report.Chart{Title: fmt.Sprintf("c=%d", t), YLabel: "Global-TPS", Kind: report.Bar}
+		for _, cat := range cats {
+			c.Categories = append(c.Categories, cat.label)
+		}
+		for _, w := range who {
+			s := report.Series{Name: w.name}
+			for _, cat := range cats {
+				s.Values = append(s.Values, byThreads[t][w.prefix+cat.suffix])
+			}
+			c.Series = append(c.Series, s)
+		}
+		f.Charts = append(f.Charts, c)
+	}
+	return report.WriteSVG(path, f)
 }
