@@ -24,8 +24,9 @@ import (
 // Under load a leader first waits `wait` for more changes to join it (as
 // MySQL's binlog_group_commit_sync_delay): each store commit is a synced
 // write that costs the host CPU and disk time its business services
-// share, and on the benchmark host (c=64) waiting 250 µs halved the
-// commits and sped the sagas up. It waits only when changes have lately
+// share. On the benchmark host waiting 250 µs halved the commits and sped
+// the sagas up 15 % at c=64; 600 µs (the default) gave 2.9 changes per
+// commit and another 5-10 %, 1.2 ms nothing more. It waits only when changes have lately
 // arrived often enough that at least a quarter of one is expected in the
 // window, so an idle or lightly loaded store commits at once.
 type committer struct {

@@ -67,7 +67,7 @@ func DefaultConfig() Config {
 		PurgeInterval:   time.Minute,
 		CommitBatch:     256,
 		CommitWorkers:   4,
-		CommitWait:      250 * time.Microsecond,
+		CommitWait:      600 * time.Microsecond,
 		CheckBranchURLs: true,
 	}
 }
