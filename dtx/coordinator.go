@@ -25,7 +25,6 @@ type Coordinator struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	urls     *reachability
-	parsed   parsedURLs // branch URLs, parsed once
 
 	instance string // unique per process, prefix of every lease token
 	seq      atomic.Uint64

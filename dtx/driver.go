@@ -227,7 +227,7 @@ func (c *Coordinator) callURL(ctx context.Context, g *Global, uri, branchID, op 
 }
 
 func (c *Coordinator) doCall(ctx context.Context, g *Global, uri, branchID, op string, body []byte) (string, error) {
-	base, err := c.parsed.get(uri)
+	base, err := branchURLs.get(uri)
 	if err != nil {
 		return "", err
 	}

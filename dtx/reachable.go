@@ -25,7 +25,7 @@ func (c *Coordinator) checkReachable(ctx context.Context, urls []string) error {
 		return nil
 	}
 	for _, s := range urls {
-		u, err := c.parsed.get(s)
+		u, err := branchURLs.get(s)
 		if err != nil {
 			return fmt.Errorf("%w: bad URL %q", ErrBadRequest, s)
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"unsafe"
 )
 
@@ -108,17 +107,19 @@ var (
 	actionCompensate = [...]string{OpAction, OpCompensate}
 )
 
-// CheckURL accepts absolute http and https URLs with a host.
+// CheckURL accepts absolute http and https URLs with a host. Accepted URLs
+// are kept parsed in branchURLs (refused ones are not, so their errors are
+// computed as before each time).
 func CheckURL(s string) error {
-	if goodURLs.has(s) {
-		return nil
-	}
-	if s == "" {
-		return fmt.Errorf("empty URL")
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("bad URL %q: %v", s, err)
+	u, cached := branchURLs.lookup(s)
+	if !cached {
+		if s == "" {
+			return fmt.Errorf("empty URL")
+		}
+		var err error
+		if u, err = url.Parse(s); err != nil {
+			return fmt.Errorf("bad URL %q: %v", s, err)
+		}
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("URL %q: only http and https branches are supported", s)
@@ -126,40 +127,10 @@ func CheckURL(s string) error {
 	if u.Host == "" {
 		return fmt.Errorf("URL %q has no host", s)
 	}
-	goodURLs.add(s)
+	if !cached {
+		branchURLs.add(s, u)
+	}
 	return nil
-}
-
-// goodURLs remembers URLs CheckURL accepted: every transaction names the
-// same few branch URLs, and parsing them again each time costs more than a
-// map lookup. Only accepted URLs are kept, so errors are computed as before.
-var goodURLs = urlCache{max: 4096}
-
-// urlCache is a bounded set of strings; when full it starts over, which
-// costs a parse per URL once more, not correctness.
-type urlCache struct {
-	mu  sync.RWMutex
-	set map[string]struct{}
-	max int
-}
-
-func (c *urlCache) has(s string) bool {
-	c.mu.RLock()
-	_, ok := c.set[s]
-	c.mu.RUnlock()
-	return ok
-}
-
-func (c *urlCache) add(s string) {
-	if len(s) > 2048 {
-		return // not worth keeping; a long URL is rarely the same twice
-	}
-	c.mu.Lock()
-	if c.set == nil || len(c.set) >= c.max {
-		c.set = make(map[string]struct{}, 64)
-	}
-	c.set[s] = struct{}{}
-	c.mu.Unlock()
 }
 
 // escape drops the characters dtm strips from gids.

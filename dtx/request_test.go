@@ -2,6 +2,7 @@ package dtx
 
 import (
 	"encoding/json"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -117,18 +118,18 @@ func TestCheckURLCache(t *testing.T) {
 		if first == nil || second == nil || first.Error() != second.Error() {
 			t.Errorf("%q: %v, then %v", bad, first, second)
 		}
-		if goodURLs.has(bad) {
+		if branchURLs.has(bad) {
 			t.Errorf("%q: refused but cached", bad)
 		}
 	}
-	if err := CheckURL("http://127.0.0.1:8081/api/busi/TransOut"); err != nil || !goodURLs.has("http://127.0.0.1:8081/api/busi/TransOut") {
-		t.Fatalf("good URL: %v, cached %v", err, goodURLs.has("http://127.0.0.1:8081/api/busi/TransOut"))
+	if err := CheckURL("http://127.0.0.1:8081/api/busi/TransOut"); err != nil || !branchURLs.has("http://127.0.0.1:8081/api/busi/TransOut") {
+		t.Fatalf("good URL: %v, cached %v", err, branchURLs.has("http://127.0.0.1:8081/api/busi/TransOut"))
 	}
-	c := urlCache{max: 8}
+	c := parsedURLs{max: 8}
 	for i := 0; i < 20; i++ {
-		c.add("http://h/" + strconv.Itoa(i))
-		if len(c.set) > c.max {
-			t.Fatalf("cache holds %d, bound %d", len(c.set), c.max)
+		c.add("http://h/"+strconv.Itoa(i), &url.URL{})
+		if len(c.m) > c.max {
+			t.Fatalf("cache holds %d, bound %d", len(c.m), c.max)
 		}
 	}
 	if !c.has("http://h/19") {
