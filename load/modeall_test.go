@@ -31,8 +31,10 @@ import (
 func TestModeAllResumesExactly(t *testing.T) {
 	// A late kill leaves every table's first chunk copied: big is mixed
 	// chunk by chunk, comp and uq are reloaded. An early kill (one chunk
-	// done) leaves the keyless table to the second snapshot, so its
-	// INSERTs between the snapshots must all be skipped.
+	// of big done) leaves the keyless table to the second snapshot, so its
+	// INSERTs between the snapshots must all be skipped. The early kill
+	// waits for a chunk of big, not any chunk: a first chunk of comp or uq
+	// is reloaded whole, which left the copy with one snapshot only.
 	t.Run("late", func(t *testing.T) { modeAllResumes(t, "rs_all", 14, "") })
 	t.Run("early", func(t *testing.T) { modeAllResumes(t, "rs_all1", 1, "nokey") })
 }
@@ -52,7 +54,11 @@ func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable strin
 
 	stopWrites := writeWhileCopying(t, schema)
 	defer stopWrites()
-	killMidway(t, dst, task, minDone, "migrate", "--config", cfg, "--mode", "all", "--commit-unit", "chunk", "--chunk-delay", "150ms")
+	killTable := ""
+	if laterTable != "" {
+		killTable = "`" + copySchema + "`.`big`"
+	}
+	killAfterChunks(t, dst, task, killTable, minDone, "migrate", "--config", cfg, "--mode", "all", "--commit-unit", "chunk", "--chunk-delay", "150ms")
 	done, _ := checkpointsMatchData(t, dst, task, copySchema, "big", "comp", "nokey", "uq")
 	if total := totalChunks(t, dst, task); done >= total {
 		t.Fatalf("the kill was not mid-way: %d of %d chunks done", done, total)

@@ -33,6 +33,17 @@ func createResumeData(t *testing.T, schema string) {
 // least minDone checkpoints, and kills it with SIGKILL.
 func killMidway(t *testing.T, dst *sql.DB, task string, minDone int64, args ...string) {
 	t.Helper()
+	killAfterChunks(t, dst, task, "", minDone, args...)
+}
+
+// killAfterChunks is killMidway counting only the chunks of table (a quoted
+// `schema`.`table` key) when table is set.
+func killAfterChunks(t *testing.T, dst *sql.DB, task, table string, minDone int64, args ...string) {
+	t.Helper()
+	query, qargs := "SELECT COUNT(*) FROM sluice_meta.load_checkpoint WHERE task = ?", []any{task}
+	if table != "" {
+		query, qargs = query+" AND tbl = ?", append(qargs, table)
+	}
 	cmd := exec.Command(sluiceBin, args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -44,7 +55,7 @@ func killMidway(t *testing.T, dst *sql.DB, task string, minDone int64, args ...s
 	for {
 		var n int64
 		// The checkpoint table may not exist yet: errors mean "not yet".
-		_ = dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.load_checkpoint WHERE task = ?", task).Scan(&n)
+		_ = dst.QueryRow(query, qargs...).Scan(&n)
 		if n >= minDone {
 			break
 		}
