@@ -222,7 +222,7 @@ func (c *Coordinator) callURL(ctx context.Context, g *Global, uri, branchID, op 
 	if label == "" {
 		label = "error"
 	}
-	c.metrics.Branch.WithLabelValues(g.TransType, op, label).Observe(time.Since(start).Seconds())
+	c.metrics.observeBranch(g.TransType, op, label, time.Since(start))
 	return res, err
 }
 

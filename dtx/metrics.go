@@ -1,6 +1,7 @@
 package dtx
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,11 @@ type Metrics struct {
 	CommitTime   prometheus.Histogram
 	CommitErrors prometheus.Counter
 	Purged       prometheus.Counter
+
+	// branchObs caches Branch's observers by [mode, op, result]: looking a
+	// series up by its labels hashes and validates them under a lock, on
+	// every branch call.
+	branchObs sync.Map
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not registered).
@@ -54,4 +60,14 @@ func (m *Metrics) observeCommit(n int, d time.Duration, err error) {
 	if err != nil {
 		m.CommitErrors.Inc()
 	}
+}
+
+// observeBranch records one branch call's latency.
+func (m *Metrics) observeBranch(mode, op, result string, d time.Duration) {
+	key := [3]string{mode, op, result}
+	o, ok := m.branchObs.Load(key)
+	if !ok {
+		o, _ = m.branchObs.LoadOrStore(key, m.Branch.WithLabelValues(mode, op, result))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }

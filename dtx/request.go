@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"unsafe"
 )
@@ -175,18 +176,31 @@ func (r *Request) global(status string) *Global {
 	return g
 }
 
+// branchID is dtm's generated branch id: the step's number, at least two
+// digits ("01").
+func branchID(n int) string {
+	if n < 10 {
+		return "0" + strconv.Itoa(n)
+	}
+	return strconv.Itoa(n)
+}
+
 // GenBranches lays out the branches of a saga or message from its steps: a
 // saga step becomes a compensate and an action branch (in that order, as dtm
 // stores them), a message step an action branch. TCC branches are
 // registered later. Stores may derive branches with it instead of storing them.
 func GenBranches(g *Global) []Branch {
-	var out []Branch
+	n := len(g.Steps)
+	if g.TransType == TypeSaga {
+		n *= 2
+	}
+	out := make([]Branch, 0, n)
 	for i, s := range g.Steps {
 		var data []byte
 		if i < len(g.Payloads) {
 			data = []byte(g.Payloads[i])
 		}
-		id := fmt.Sprintf("%02d", i+1)
+		id := branchID(i + 1)
 		switch g.TransType {
 		case TypeSaga:
 			out = append(out,
