@@ -18,7 +18,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,6 +53,12 @@ type options struct {
 	only             string
 	sluiceArgs       []string
 	profile          string
+	// sluiceB and sluiceBArgs are a second sluice binary and its flags,
+	// measured as the rows "sluice B, ...": an A/B of two builds or two
+	// settings within one run, on the same database and the same moment's
+	// machine (between runs, rounds move 10-20 %).
+	sluiceB     string
+	sluiceBArgs []string
 }
 
 func main() {
@@ -71,6 +76,8 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma-separated row names to run (default: all)")
 	flag.StringVar(&o.profile, "profile", "", "directory for a CPU profile of sluice per row (starts sluice with --pprof)")
 	sa := flag.String("sluice-args", "", "extra space-separated flags for sluice dtx serve")
+	flag.StringVar(&o.sluiceB, "sluice-b", "", "a second sluice binary, measured as the rows \"sluice B, ...\" (an A/B within one run)")
+	sab := flag.String("sluice-b-args", "", "extra space-separated flags for the -sluice-b coordinator (default: -sluice-args)")
 	chartFrom := flag.String("chart-from", "", "only draw the Global-TPS chart (SVG) of an earlier run's results.json into -out, and exit")
 	flag.Parse()
 	if *chartFrom != "" {
@@ -88,8 +95,13 @@ func main() {
 		return
 	}
 	o.sluiceArgs = strings.Fields(*sa)
+	o.sluiceBArgs = o.sluiceArgs
+	if *sab != "" {
+		o.sluiceBArgs = strings.Fields(*sab)
+	}
 	if o.profile != "" {
 		o.sluiceArgs = append(o.sluiceArgs, "--pprof")
+		o.sluiceBArgs = append(o.sluiceBArgs, "--pprof")
 	}
 	for _, f := range strings.Split(*th, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -142,7 +154,11 @@ var rows = []row{
 // measurement of one row in one round.
 type measurement struct {
 	globalTPS, dbTPS, ops float64
-	groups                float64 // binlog group commits (fsyncs) per second
+	groups                float64 // binlog group commits per second (not fsyncs: sync_binlog is 0)
+	// logFsyncs are InnoDB's redo log fsyncs per second, flushes the disk
+	// cache flushes per second that the device holding the sandbox
+	// completed (every process's: MariaDB's and the coordinator's).
+	logFsyncs, flushes float64
 	// coordCPU is the coordinator process's CPU time (user + system) per
 	// completed global transaction, in ms; busy the share of the machine's
 	// CPU time that was not idle, in %. Both over the window (Linux /proc).
@@ -187,8 +203,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	b := &bench{o: o, db: db, inst: inst, client: newClient()}
+	b := &bench{o: o, db: db, inst: inst, client: newClient(), disk: diskStat(dir)}
 	defer b.stopCoordinators()
+	if o.sluiceB != "" {
+		if err := b.startSluiceBin(ctx, "sluice-b", "bolt://"+filepath.Join(dir, "sluice-b-dtx.db"), o.sluiceB, o.sluiceBArgs); err != nil {
+			return err
+		}
+	}
 	if err := b.startSluice(ctx, "sluice", "bolt://"+filepath.Join(dir, "sluice-dtx.db")); err != nil {
 		return err
 	}
@@ -205,10 +226,19 @@ func run(ctx context.Context, o options) error {
 	}
 
 	results := map[int]map[string][]measurement{}
-	selected := rows
+	// Each "sluice B" row runs right after its "sluice" twin.
+	var all, selected []row
+	for _, r := range rows {
+		all = append(all, r)
+		if o.sluiceB != "" && r.coordinator == "sluice" {
+			r.name, r.coordinator = "sluice B"+strings.TrimPrefix(r.name, "sluice"), "sluice-b"
+			all = append(all, r)
+		}
+	}
+	selected = all
 	if o.only != "" {
 		selected = nil
-		for _, r := range rows {
+		for _, r := range all {
 			if strings.Contains(","+o.only+",", ","+r.name+",") {
 				selected = append(selected, r)
 			}
@@ -229,8 +259,8 @@ func run(ctx context.Context, o options) error {
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.name, err)
 				}
-				fmt.Fprintf(os.Stderr, "c=%d round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  binlog groups/s %6.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d  coordinator CPU %.3f ms/txn  CPU busy %.0f %%\n",
-					threads, round, r.name, m.globalTPS, m.dbTPS, m.ops, m.groups, m.lat.P50Ms, m.lat.P99Ms, m.errors, m.coordCPU, m.busy)
+				fmt.Fprintf(os.Stderr, "c=%d round %d  %-26s Global-TPS %7.0f  DB-TPS %7.0f  OPS %7.0f  log fsyncs/s %6.0f  disk flushes/s %6.0f  p50 %6.2f ms  p99 %6.2f ms  errors %d  coordinator CPU %.3f ms/txn  CPU busy %.0f %%\n",
+					threads, round, r.name, m.globalTPS, m.dbTPS, m.ops, m.logFsyncs, m.flushes, m.lat.P50Ms, m.lat.P99Ms, m.errors, m.coordCPU, m.busy)
 				results[threads][r.name] = append(results[threads][r.name], m)
 			}
 		}
@@ -246,6 +276,8 @@ type bench struct {
 	procs  []*exec.Cmd
 	urls   map[string]string
 	pids   map[string]int
+	// disk is the /sys stat file of the device that holds the sandbox.
+	disk string
 	// lastStats are sluice's metrics at the previous row.
 	lastStats map[string]map[string]float64
 }
@@ -303,12 +335,16 @@ func (b *bench) spawn(ctx context.Context, name, url string, cmd *exec.Cmd) erro
 }
 
 func (b *bench) startSluice(ctx context.Context, name, store string) error {
+	return b.startSluiceBin(ctx, name, store, b.o.sluice, b.o.sluiceArgs)
+}
+
+func (b *bench) startSluiceBin(ctx context.Context, name, store, bin string, extra []string) error {
 	port, err := sandbox.FreePort()
 	if err != nil {
 		return err
 	}
-	args := append([]string{"dtx", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--store", store, "--log-level", "warn"}, b.o.sluiceArgs...)
-	cmd := exec.CommandContext(ctx, b.o.sluice, args...)
+	args := append([]string{"dtx", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--store", store, "--log-level", "warn"}, extra...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	return b.spawn(ctx, name, fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", port), cmd)
 }
 
@@ -367,8 +403,10 @@ LogLevel: 'error'
 
 // Binlog_commits counts every committed write transaction, autocommit
 // statements included (the sandbox logs binlogs); Binlog_group_commits
-// counts the fsync groups they shared. The Com_ counters are the statements.
-var statusNames = []string{"Binlog_commits", "Com_insert", "Com_update", "Com_delete", "Com_select", "Com_insert_select", "Com_replace", "Binlog_group_commits"}
+// counts the groups they shared (not fsyncs: sync_binlog is 0, MariaDB's
+// default); Innodb_os_log_fsyncs counts the redo log fsyncs, which make the
+// commits durable. The Com_ counters are the statements.
+var statusNames = []string{"Binlog_commits", "Com_insert", "Com_update", "Com_delete", "Com_select", "Com_insert_select", "Com_replace", "Binlog_group_commits", "Innodb_os_log_fsyncs"}
 
 var opNames = statusNames[1:7]
 
@@ -421,12 +459,14 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 	}
 	cpu0 := procCPU(b.pids[r.coordinator])
 	busy0, idle0 := machineCPU()
+	_, fl0 := diskFlushes(b.disk)
 	start := time.Now()
 	ok, errs, lat := b.load(ctx, b.o.duration, fn)
 	prof.Wait()
 	el := time.Since(start).Seconds()
 	cpu1 := procCPU(b.pids[r.coordinator])
 	busy1, idle1 := machineCPU()
+	_, fl1 := diskFlushes(b.disk)
 	s1, err := b.status(ctx)
 	if err != nil {
 		return measurement{}, err
@@ -443,6 +483,8 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 		m.ops += (s1[k] - s0[k]) / el
 	}
 	m.groups = (s1["Binlog_group_commits"] - s0["Binlog_group_commits"]) / el
+	m.logFsyncs = (s1["Innodb_os_log_fsyncs"] - s0["Innodb_os_log_fsyncs"]) / el
+	m.flushes = (fl1 - fl0) / el
 	// Let the coordinators finish what the window left in flight.
 	time.Sleep(500 * time.Millisecond)
 	if strings.HasPrefix(r.coordinator, "sluice") {
@@ -601,57 +643,6 @@ func (b *bench) saga(ctx context.Context, base, busi string) error {
 	return b.post(ctx, base+"/submit", body)
 }
 
-var sbLine = regexp.MustCompile(`transactions:\s+(\d+)\s+\(([\d.]+) per sec`)
-
-// sysbench runs oltp_write_only; its figures come from the same counters.
-func (b *bench) sysbench(ctx context.Context) (measurement, error) {
-	if _, err := exec.LookPath("sysbench"); err != nil {
-		return measurement{}, errors.New("sysbench is not installed (make deps)")
-	}
-	if _, err := b.db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS sbtest"); err != nil {
-		return measurement{}, err
-	}
-	args := []string{"oltp_write_only", "--mysql-host=127.0.0.1", fmt.Sprintf("--mysql-port=%d", b.inst.Port), "--mysql-user=root",
-		"--mysql-db=sbtest", fmt.Sprintf("--tables=%d", b.o.sbTables), fmt.Sprintf("--table-size=%d", b.o.sbSize),
-		fmt.Sprintf("--threads=%d", b.o.threads)}
-	var exists int
-	_ = b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='sbtest'").Scan(&exists)
-	if exists < b.o.sbTables {
-		if out, err := exec.CommandContext(ctx, "sysbench", append(args, "prepare")...).CombinedOutput(); err != nil {
-			return measurement{}, fmt.Errorf("sysbench prepare: %v\n%s", err, out)
-		}
-	}
-	s0, err := b.status(ctx)
-	if err != nil {
-		return measurement{}, err
-	}
-	busy0, idle0 := machineCPU()
-	start := time.Now()
-	out, err := exec.CommandContext(ctx, "sysbench", append(args, fmt.Sprintf("--time=%d", int(b.o.duration.Seconds())), "--percentile=99", "run")...).CombinedOutput()
-	if err != nil {
-		return measurement{}, fmt.Errorf("sysbench run: %v\n%s", err, out)
-	}
-	el := time.Since(start).Seconds()
-	busy1, idle1 := machineCPU()
-	s1, err := b.status(ctx)
-	if err != nil {
-		return measurement{}, err
-	}
-	m := measurement{}
-	if d := (busy1 - busy0) + (idle1 - idle0); d > 0 {
-		m.busy = 100 * (busy1 - busy0) / d
-	}
-	m.dbTPS = (s1["Binlog_commits"] - s0["Binlog_commits"]) / el
-	for _, k := range opNames {
-		m.ops += (s1[k] - s0[k]) / el
-	}
-	m.groups = (s1["Binlog_group_commits"] - s0["Binlog_group_commits"]) / el
-	if sm := sbLine.FindSubmatch(out); sm == nil {
-		return m, fmt.Errorf("sysbench output without a transactions line:\n%s", out)
-	}
-	return m, nil
-}
-
 func median(ms []measurement, f func(measurement) float64) float64 {
 	v := make([]float64, len(ms))
 	for i, m := range ms {
@@ -697,7 +688,7 @@ func (b *bench) write(selected []row, results map[int]map[string][]measurement, 
 
 // table writes the seed's table for one client count, with the goal ratios.
 func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads int, results map[string][]measurement) error {
-	t := &report.Table{Title: fmt.Sprintf("c=%d", threads), Columns: []string{"<", "Global-TPS", "DB-TPS", "OPS", "binlog groups/s", "p50 (ms)", "p99 (ms)", "errors", "coordinator CPU/txn (ms)", "CPU busy (%)"}}
+	t := &report.Table{Title: fmt.Sprintf("c=%d", threads), Columns: []string{"<", "Global-TPS", "DB-TPS", "OPS", "InnoDB log fsyncs/s", "disk flushes/s", "p50 (ms)", "p99 (ms)", "errors", "coordinator CPU/txn (ms)", "CPU busy (%)"}}
 	get := map[string]float64{}
 	for _, r := range selected {
 		ms := results[r.name]
@@ -708,6 +699,8 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 		d := median(ms, func(m measurement) float64 { return m.dbTPS })
 		o := median(ms, func(m measurement) float64 { return m.ops })
 		gr := median(ms, func(m measurement) float64 { return m.groups })
+		lf := median(ms, func(m measurement) float64 { return m.logFsyncs })
+		fl := median(ms, func(m measurement) float64 { return m.flushes })
 		p50 := median(ms, func(m measurement) float64 { return m.lat.P50Ms })
 		p99 := median(ms, func(m measurement) float64 { return m.lat.P99Ms })
 		cc := median(ms, func(m measurement) float64 { return m.coordCPU })
@@ -724,9 +717,9 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 		if r.coordinator == "" || r.coordinator == "sysbench" || cc == 0 {
 			ccs = "-"
 		}
-		t.AddRow(r.name, gs, report.Num(d), report.Num(o), report.Num(gr), p50s, p99s, strconv.FormatInt(errs, 10), ccs, fmt.Sprintf("%.0f", busy))
+		t.AddRow(r.name, gs, report.Num(d), report.Num(o), report.Num(lf), report.Num(fl), p50s, p99s, strconv.FormatInt(errs, 10), ccs, fmt.Sprintf("%.0f", busy))
 		res := report.Result{Workload: r.name, Threads: threads, DurationS: b.o.duration.Seconds(), TPS: g, QPS: o, Errors: errs,
-			Metrics: map[string]float64{"global_tps": g, "db_tps": d, "ops": o, "binlog_group_commits_per_s": gr, "coordinator_cpu_ms_per_txn": cc, "cpu_busy_pct": busy}}
+			Metrics: map[string]float64{"global_tps": g, "db_tps": d, "ops": o, "binlog_group_commits_per_s": gr, "innodb_log_fsyncs_per_s": lf, "disk_flushes_per_s": fl, "coordinator_cpu_ms_per_txn": cc, "cpu_busy_pct": busy}}
 		res.LatencySummary = ms[len(ms)/2].lat
 		res.P50Ms, res.P99Ms = p50, p99
 		run.Add(res)
@@ -748,5 +741,21 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 	fmt.Fprintf(md, "c=%d: like with like: sluice (MySQL store) / dtm (MySQL store): 0 SQL %s, 2 SQL %s; sluice (embedded) / dtm (boltdb): 0 SQL %s, 2 SQL %s\n\n",
 		threads, ratio("sluice (MySQL store), 0 SQL", "dtm, 0 SQL"), ratio("sluice (MySQL store), 2 SQL", "dtm, 2 SQL"),
 		ratio("sluice, 0 SQL", "dtm (boltdb store), 0 SQL"), ratio("sluice, 2 SQL", "dtm (boltdb store), 2 SQL"))
+	if b.o.sluiceB != "" {
+		for _, r := range selected {
+			if r.coordinator != "sluice-b" {
+				continue
+			}
+			a := "sluice" + strings.TrimPrefix(r.name, "sluice B")
+			var rounds []string
+			for i, m := range results[r.name] {
+				if i < len(results[a]) && results[a][i].globalTPS > 0 {
+					rounds = append(rounds, fmt.Sprintf("%.2f", m.globalTPS/results[a][i].globalTPS))
+				}
+			}
+			fmt.Fprintf(md, "c=%d: %s / %s Global-TPS: %s (rounds %s)\n", threads, r.name, a, ratio(r.name, a), strings.Join(rounds, ", "))
+		}
+		fmt.Fprintln(md)
+	}
 	return nil
 }

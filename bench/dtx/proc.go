@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // procCPU is a process's CPU time (user + system) in seconds, from
@@ -57,4 +58,40 @@ func machineCPU() (busy, idle float64) {
 		}
 	}
 	return busy, idle
+}
+
+// diskStat is the path of /sys's stat file for the block device that holds
+// dir ("" when it cannot be found: not Linux, or a virtual file system).
+func diskStat(dir string) string {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return ""
+	}
+	major, minor := (st.Dev>>8)&0xfff|(st.Dev>>32)&^0xfff, st.Dev&0xff|(st.Dev>>12)&^0xff
+	p := fmt.Sprintf("/sys/dev/block/%d:%d/stat", major, minor)
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// diskFlushes returns the device's completed write requests and cache
+// flushes so far, from its /sys stat file (fields 5 and 16; a kernel before
+// 5.5 has no flush fields and reports 0 flushes).
+func diskFlushes(path string) (writes, flushes float64) {
+	if path == "" {
+		return 0, 0
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) >= 5 {
+		writes, _ = strconv.ParseFloat(f[4], 64)
+	}
+	if len(f) >= 16 {
+		flushes, _ = strconv.ParseFloat(f[15], 64)
+	}
+	return writes, flushes
 }
