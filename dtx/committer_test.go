@@ -235,3 +235,70 @@ func TestCommitterWaitsOnlyUnderLoad(t *testing.T) {
 		t.Fatal("waits with CommitWait 0")
 	}
 }
+
+// The commit wait stops when waits gather no company: one caller's changes
+// arrive often but one at a time. With several callers arriving during the
+// window it goes on waiting.
+func TestCommitterWaitsOnlyForCompany(t *testing.T) {
+	st := &batchStore{applied: map[string]int{}}
+	lone := newCommitter(st, 1, 16, 5*time.Millisecond, NewMetrics(nil))
+	ctx := context.Background()
+	for i := 0; i < 64; i++ {
+		if err := lone.do(ctx, &Mutation{Gid: fmt.Sprint("lone", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Deterministic for one caller: waits until the average of what joined
+	// (0 each time) falls below a half (3 waits), then one in 16.
+	if lone.waited > 8 {
+		t.Errorf("a lone caller waited %d times in %d commits", lone.waited, lone.leads)
+	}
+	if lone.waited == 0 {
+		t.Errorf("never waited: the test does not exercise the wait")
+	}
+
+	busy := newCommitter(st, 1, 16, 5*time.Millisecond, NewMetrics(nil))
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				if err := busy.do(ctx, &Mutation{Gid: fmt.Sprint("busy", g, "-", i)}); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}(g)
+	}
+	wg.Wait()
+	busy.mu.Lock()
+	defer busy.mu.Unlock()
+	if busy.waited*2 < busy.leads {
+		t.Errorf("8 callers: waited in %d of %d commits (company %.2f)", busy.waited, busy.leads, busy.company)
+	}
+}
+
+// The commit wait holds up only a small share of the transactions in
+// progress: with few clients every saga would wait, for each other.
+func TestCommitterWaitsOnlyWithManyInFlight(t *testing.T) {
+	c := newCommitter(nil, 1, 16, 250*time.Microsecond, NewMetrics(nil))
+	t0 := time.Unix(1000, 0)
+	for i := 0; i <= 20; i++ {
+		c.arrived(t0.Add(time.Duration(i) * 100 * time.Microsecond))
+	}
+	var n int64
+	c.inflight = func() int64 { return n }
+	c.queue = []*pending{{}} // the leader
+	for _, tc := range []struct {
+		inflight, queued int
+		want             bool
+	}{{1, 1, false}, {4, 1, false}, {5, 1, true}, {10, 2, true}, {10, 3, false}, {64, 3, true}} {
+		n = int64(tc.inflight)
+		c.queue = make([]*pending, tc.queued)
+		if got := c.shouldWait(); got != tc.want {
+			t.Errorf("%d in progress, %d queued: waits %v, want %v", tc.inflight, tc.queued, got, tc.want)
+		}
+	}
+}

@@ -33,7 +33,10 @@ type Coordinator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	active sync.Map // gid -> struct{}: driven by this process right now
-	slots  chan struct{}
+	// working counts the API calls and background drives in progress: the
+	// transactions this process is working on, for the commit wait.
+	working atomic.Int64
+	slots   chan struct{}
 }
 
 // New builds a coordinator on store. reg receives the metrics (nil: none).
@@ -64,6 +67,7 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 		cancel:   cancel,
 		slots:    make(chan struct{}, cfg.MaxDrivers),
 	}
+	c.commit.inflight = c.working.Load
 	return c, nil
 }
 
@@ -112,6 +116,8 @@ func (c *Coordinator) NewGid() string {
 
 // Prepare stores a TCC or message transaction as prepared.
 func (c *Coordinator) Prepare(ctx context.Context, r *Request) error {
+	c.working.Add(1)
+	defer c.working.Add(-1)
 	if r.TransType == TypeSaga {
 		return fmt.Errorf("%w: a saga is submitted directly, it has no prepare phase", ErrBadRequest)
 	}
@@ -140,6 +146,8 @@ func (c *Coordinator) Prepare(ctx context.Context, r *Request) error {
 // message to submitted) and drives it; with wait_result it returns once the
 // transaction has finished or must be retried later.
 func (c *Coordinator) Submit(ctx context.Context, r *Request) error {
+	c.working.Add(1)
+	defer c.working.Add(-1)
 	if err := c.checkReachable(ctx, r.branchURLs()); err != nil {
 		return err
 	}
@@ -181,6 +189,8 @@ func (c *Coordinator) Submit(ctx context.Context, r *Request) error {
 
 // Abort rolls back a prepared TCC, or fails a prepared message.
 func (c *Coordinator) Abort(ctx context.Context, r *Request) error {
+	c.working.Add(1)
+	defer c.working.Add(-1)
 	cur, _, err := c.store.Get(ctx, r.Gid)
 	if err != nil {
 		return err
@@ -233,6 +243,8 @@ func (c *Coordinator) transition(ctx context.Context, cur *Global, status, reaso
 // RegisterBranch adds a TCC branch (its confirm and cancel URLs) to a
 // prepared transaction. fields is dtm's registerBranch body.
 func (c *Coordinator) RegisterBranch(ctx context.Context, fields map[string]string) error {
+	c.working.Add(1)
+	defer c.working.Add(-1)
 	gid, bid := escape(fields["gid"]), fields["branch_id"]
 	switch {
 	case gid == "":

@@ -30,8 +30,10 @@ func (c *Coordinator) driveNew(ctx context.Context, g *Global, branches []Branch
 	r := &run{c: c, g: g.Clone(), branches: branches, token: token, saved: g.Status}
 	if !wait {
 		c.wg.Add(1)
+		c.working.Add(1)
 		go func() {
 			defer c.wg.Done()
+			defer c.working.Add(-1)
 			c.drive(c.ctx, r)
 		}()
 		return nil

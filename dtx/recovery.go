@@ -49,8 +49,10 @@ func (c *Coordinator) recoverOnce() int {
 	for _, g := range claimed {
 		c.slots <- struct{}{}
 		c.wg.Add(1)
+		c.working.Add(1)
 		go func(g *Global) {
 			defer c.wg.Done()
+			defer c.working.Add(-1)
 			defer func() { <-c.slots }()
 			_, branches, err := c.store.Get(c.ctx, g.Gid)
 			if err != nil {
