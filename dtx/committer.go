@@ -24,18 +24,22 @@ import (
 // Under load a leader first waits `wait` for more changes to join it (as
 // MySQL's binlog_group_commit_sync_delay): each store commit is a synced
 // write that costs the host CPU and disk time its business services
-// share. On the benchmark host waiting 250 µs halved the commits and sped
-// the sagas up 15 % at c=64; 600 µs (the default) gave 2.9 changes per
-// commit and another 5-10 %, 1.2 ms nothing more. It waits only when changes have lately
-// arrived often enough that at least a quarter of one is expected in the
-// window, so an idle or lightly loaded store commits at once; only while
-// waits gather company; and only while the batch it holds up is under a
-// quarter of the transactions in progress. The wait trades latency for
-// CPU and synced writes, which pays only while the host is saturated and
-// the clients queue anyway: with few clients every saga waits and they
-// wait for each other. At 600 µs, without these two conditions, one
-// client's sagas per second halved (229 vs 470 at c=1), two clients' too
-// (394 vs 694), four clients lost 16 %; ten and 64 gained 5-15 %.
+// share (about 130 µs of CPU per commit on the benchmark host, most of
+// it in the kernel and in the wake-ups around the synced write). There,
+// waiting 250 µs halved the commits and sped the sagas up 15 % at c=64,
+// 600 µs gave 2.9 changes per commit and another 5-10 %, and 1.5 ms (the
+// default) 4.7-5 changes per commit, 10 % less CPU per saga and 0-7 %
+// more sagas. It waits only when changes have lately arrived often enough
+// that at least a quarter of one is expected in the window, so an idle or
+// lightly loaded store commits at once; only while waits gather company;
+// and only while the batch it holds up is under a sixth of the
+// transactions in progress. The wait trades latency for CPU and synced
+// writes, which pays only while the host is saturated and the clients
+// queue anyway: with few clients every saga waits, and they wait for each
+// other. At 600 µs without the last two conditions one client's sagas per
+// second halved (229 vs 470 at c=1), two clients' too (394 vs 694), and
+// four clients lost 16 %; at six clients waiting still cost 5 %, at eight
+// it gained 5 %.
 type committer struct {
 	store    Store
 	maxBatch int
@@ -164,10 +168,10 @@ func (c *committer) underLoad() bool {
 // under load, while recent waits gathered half a change each on average
 // (every 16th wait that this would skip is taken anyway, to notice company
 // coming back), and while the changes it would hold up (the queue, the
-// leader included) are under a quarter of the transactions in progress.
+// leader included) are under a sixth of the transactions in progress.
 func (c *committer) shouldWait() bool {
 	return c.underLoad() && (c.company >= 0.5 || c.skipped >= 15) &&
-		(c.inflight == nil || int64(4*len(c.queue)) < c.inflight())
+		(c.inflight == nil || int64(6*len(c.queue)) < c.inflight())
 }
 
 // remove drops p from the queue (under mu).

@@ -294,7 +294,7 @@ func TestCommitterWaitsOnlyWithManyInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		inflight, queued int
 		want             bool
-	}{{1, 1, false}, {4, 1, false}, {5, 1, true}, {10, 2, true}, {10, 3, false}, {64, 3, true}} {
+	}{{1, 1, false}, {4, 1, false}, {6, 1, false}, {7, 1, true}, {10, 1, true}, {10, 2, false}, {13, 2, true}, {64, 3, true}} {
 		n = int64(tc.inflight)
 		c.queue = make([]*pending, tc.queued)
 		if got := c.shouldWait(); got != tc.want {

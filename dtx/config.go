@@ -67,7 +67,7 @@ func DefaultConfig() Config {
 		PurgeInterval:   time.Minute,
 		CommitBatch:     256,
 		CommitWorkers:   4,
-		CommitWait:      600 * time.Microsecond,
+		CommitWait:      1500 * time.Microsecond, // see committer
 		CheckBranchURLs: true,
 	}
 }
