@@ -49,6 +49,8 @@ type committer struct {
 	// inflight, when set, is how many transactions the coordinator is
 	// working on (see shouldWait).
 	inflight func() int64
+	// hostLoad, when set, is how busy the host's CPUs are, 0..1.
+	hostLoad func() float64
 
 	mu      sync.Mutex
 	queue   []*pending
@@ -167,11 +169,13 @@ func (c *committer) underLoad() bool {
 // shouldWait tells (under mu) whether a leader should wait for company:
 // under load, while recent waits gathered half a change each on average
 // (every 16th wait that this would skip is taken anyway, to notice company
-// coming back), and while the changes it would hold up (the queue, the
-// leader included) are under a sixth of the transactions in progress.
+// coming back), while the changes it would hold up (the queue, the
+// leader included) are under a sixth of the transactions in progress, and
+// while the host's CPUs are at least 75 % busy.
 func (c *committer) shouldWait() bool {
 	return c.underLoad() && (c.company >= 0.5 || c.skipped >= 15) &&
-		(c.inflight == nil || int64(6*len(c.queue)) < c.inflight())
+		(c.inflight == nil || int64(6*len(c.queue)) < c.inflight()) &&
+		(c.hostLoad == nil || c.hostLoad() >= 0.75)
 }
 
 // remove drops p from the queue (under mu).

@@ -301,4 +301,14 @@ func TestCommitterWaitsOnlyWithManyInFlight(t *testing.T) {
 			t.Errorf("%d in progress, %d queued: waits %v, want %v", tc.inflight, tc.queued, got, tc.want)
 		}
 	}
+	// Nor while the host's CPUs have time to spare: then waiting only adds latency.
+	load := 0.5
+	c.hostLoad = func() float64 { return load }
+	n, c.queue = 64, make([]*pending, 1)
+	if c.shouldWait() {
+		t.Error("waits on a host 50 % busy")
+	}
+	if load = 0.9; !c.shouldWait() {
+		t.Error("does not wait on a host 90 % busy")
+	}
 }

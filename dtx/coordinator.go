@@ -36,6 +36,7 @@ type Coordinator struct {
 	// working counts the API calls and background drives in progress: the
 	// transactions this process is working on, for the commit wait.
 	working atomic.Int64
+	cpu     *hostCPU
 	slots   chan struct{}
 }
 
@@ -68,6 +69,8 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 		slots:    make(chan struct{}, cfg.MaxDrivers),
 	}
 	c.commit.inflight = c.working.Load
+	c.cpu = newHostCPU()
+	c.commit.hostLoad = c.cpu.load
 	return c, nil
 }
 
@@ -87,9 +90,13 @@ func (c *Coordinator) Start() error {
 			return fmt.Errorf("reset leases: %w", err)
 		}
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.recoveryLoop()
 	go c.purgeLoop()
+	go func() {
+		defer c.wg.Done()
+		c.cpu.run(c.ctx.Done(), 250*time.Millisecond)
+	}()
 	return nil
 }
 
