@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-db/sluice/internal/httpwire"
 )
 
 // branchClient makes the coordinator's plain-HTTP branch calls over pooled
@@ -183,6 +185,11 @@ func readAnswer(br *bufio.Reader) (answer, bool, error) {
 	if a, keep, ok, err := readLeanAnswer(br); ok || err != nil {
 		return a, keep, err
 	}
+	return readNetHTTPAnswer(br)
+}
+
+// readNetHTTPAnswer reads one response with net/http.
+func readNetHTTPAnswer(br *bufio.Reader) (answer, bool, error) {
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		return answer{}, false, err
@@ -226,7 +233,7 @@ func readLeanAnswer(br *bufio.Reader) (a answer, keep, ok bool, err error) {
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) || len(line) > 12 && line[12] != ' ' {
 		return a, false, false, nil
 	}
-	code, okCode := digits(line[9:12])
+	code, okCode := httpwire.Digits(line[9:12])
 	if !okCode || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return a, false, false, nil
 	}
@@ -235,14 +242,14 @@ func readLeanAnswer(br *bufio.Reader) (a answer, keep, ok bool, err error) {
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		name, value, found := bytes.Cut(line, []byte(":"))
-		if !found || !headerToken(name) || !headerValue(value) {
+		if !found || !httpwire.Token(name) || !httpwire.FieldValue(value) {
 			return a, false, false, nil // obs-fold, bad names, control bytes
 		}
 		value = bytes.Trim(value, " \t")
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			lengths++
-			n, okLen := digits(value)
+			n, okLen := httpwire.Digits(value)
 			if !okLen {
 				return a, false, false, nil
 			}
@@ -274,41 +281,6 @@ func readLeanAnswer(br *bufio.Reader) (a answer, keep, ok bool, err error) {
 	}
 	// An oversized answer is cut, and its connection dropped unread.
 	return answer{status: code, body: data}, keep && length <= maxAnswer, true, nil
-}
-
-// headerToken reports whether b is a header name (an HTTP token).
-func headerToken(b []byte) bool {
-	for _, c := range b {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return len(b) > 0
-}
-
-// headerValue reports whether a header value has no control bytes but tab.
-func headerValue(b []byte) bool {
-	for _, c := range b {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// digits parses a decimal number of at most 9 digits, no sign.
-func digits(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 9 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
 }
 
 func isReset(err error) bool {

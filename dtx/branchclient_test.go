@@ -85,24 +85,9 @@ func TestBranchClient(t *testing.T) {
 	}
 }
 
-// refAnswer is readAnswer through net/http only, the reference that the
-// lean reader must agree with.
-func refAnswer(br *bufio.Reader) (answer, bool, error) {
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		return answer{}, false, err
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
-	resp.Body.Close()
-	if err != nil {
-		return answer{}, false, err
-	}
-	keep := !resp.Close && len(data) <= maxAnswer
-	if len(data) > maxAnswer {
-		data = data[:maxAnswer]
-	}
-	return answer{status: resp.StatusCode, body: data}, keep, nil
-}
+// refAnswer, the reference the lean reader must agree with, is the
+// net/http path alone.
+var refAnswer = readNetHTTPAnswer
 
 // checkAnswer reads raw, followed by a second response, with readAnswer
 // and with refAnswer: the status, body, keep-alive verdict and error must

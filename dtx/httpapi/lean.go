@@ -10,10 +10,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-db/sluice/internal/httpwire"
 )
 
 // Server serves the calls every transaction makes (prepare, submit, abort,
@@ -436,7 +437,7 @@ func parseLean(br *bufio.Reader) (req leanRequest, ok bool, err error) {
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		name, value, found := bytes.Cut(line, []byte(":"))
-		if !found || len(name) == 0 || !token(name) || !fieldValue(value) {
+		if !found || len(name) == 0 || !httpwire.Token(name) || !httpwire.FieldValue(value) {
 			return req, false, nil // obs-fold, bad names, control bytes: net/http's call
 		}
 		value = bytes.Trim(value, " \t")
@@ -448,7 +449,7 @@ func parseLean(br *bufio.Reader) (req leanRequest, ok bool, err error) {
 			}
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			lengths++
-			n, ok := digits(value)
+			n, ok := httpwire.Digits(value)
 			if !ok || n > leanMaxBody {
 				return req, false, nil
 			}
@@ -476,41 +477,6 @@ func parseLean(br *bufio.Reader) (req leanRequest, ok bool, err error) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// digits parses a Content-Length: decimal digits only, no sign, at most 9.
-func digits(b []byte) (int, bool) {
-	if len(b) == 0 || len(b) > 9 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
-}
-
-// token reports whether b is an HTTP token (a header name).
-func token(b []byte) bool {
-	for _, c := range b {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// fieldValue reports whether a header value has no control bytes but tab.
-func fieldValue(b []byte) bool {
-	for _, c := range b {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // hostChars is a conservative Host check: names, IPv4, [IPv6] and a port.
