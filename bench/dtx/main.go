@@ -411,6 +411,40 @@ var statusNames = []string{"Binlog_commits", "Com_insert", "Com_update", "Com_de
 
 var opNames = statusNames[1:7]
 
+// counters are the server's, the machine's and the disk's counters at one
+// moment; a row's figures are the differences over its window.
+type counters struct {
+	status              map[string]float64
+	busy, idle, flushes float64
+}
+
+func (b *bench) counters(ctx context.Context) (counters, error) {
+	st, err := b.status(ctx)
+	if err != nil {
+		return counters{}, err
+	}
+	c := counters{status: st}
+	c.busy, c.idle = machineCPU()
+	_, c.flushes = diskFlushes(b.disk)
+	return c, nil
+}
+
+// addCounters sets m's server, CPU and disk figures from the counters
+// around a window of el seconds.
+func (m *measurement) addCounters(c0, c1 counters, el float64) {
+	if d := (c1.busy - c0.busy) + (c1.idle - c0.idle); d > 0 {
+		m.busy = 100 * (c1.busy - c0.busy) / d
+	}
+	s0, s1 := c0.status, c1.status
+	m.dbTPS = (s1["Binlog_commits"] - s0["Binlog_commits"]) / el
+	for _, k := range opNames {
+		m.ops += (s1[k] - s0[k]) / el
+	}
+	m.groups = (s1["Binlog_group_commits"] - s0["Binlog_group_commits"]) / el
+	m.logFsyncs = (s1["Innodb_data_fsyncs"] - s0["Innodb_data_fsyncs"]) / el
+	m.flushes = (c1.flushes - c0.flushes) / el
+}
+
 func (b *bench) status(ctx context.Context) (map[string]float64, error) {
 	rows, err := b.db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('"+strings.Join(statusNames, "','")+"')")
 	if err != nil {
@@ -446,7 +480,7 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 	}
 	// Warm up, then measure a window with the server's counters around it.
 	b.load(ctx, b.o.warmup, fn)
-	s0, err := b.status(ctx)
+	c0, err := b.counters(ctx)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -459,16 +493,12 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 		}()
 	}
 	cpu0 := procCPU(b.pids[r.coordinator])
-	busy0, idle0 := machineCPU()
-	_, fl0 := diskFlushes(b.disk)
 	start := time.Now()
 	ok, errs, lat := b.load(ctx, b.o.duration, fn)
 	prof.Wait()
 	el := time.Since(start).Seconds()
 	cpu1 := procCPU(b.pids[r.coordinator])
-	busy1, idle1 := machineCPU()
-	_, fl1 := diskFlushes(b.disk)
-	s1, err := b.status(ctx)
+	c1, err := b.counters(ctx)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -476,16 +506,7 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 	if r.coordinator != "" && ok > 0 && cpu1 > 0 {
 		m.coordCPU = 1000 * (cpu1 - cpu0) / float64(ok)
 	}
-	if d := (busy1 - busy0) + (idle1 - idle0); d > 0 {
-		m.busy = 100 * (busy1 - busy0) / d
-	}
-	m.dbTPS = (s1["Binlog_commits"] - s0["Binlog_commits"]) / el
-	for _, k := range opNames {
-		m.ops += (s1[k] - s0[k]) / el
-	}
-	m.groups = (s1["Binlog_group_commits"] - s0["Binlog_group_commits"]) / el
-	m.logFsyncs = (s1["Innodb_data_fsyncs"] - s0["Innodb_data_fsyncs"]) / el
-	m.flushes = (fl1 - fl0) / el
+	m.addCounters(c0, c1, el)
 	// Let the coordinators finish what the window left in flight.
 	time.Sleep(500 * time.Millisecond)
 	if strings.HasPrefix(r.coordinator, "sluice") {

@@ -29,35 +29,22 @@ func (b *bench) sysbench(ctx context.Context) (measurement, error) {
 			return measurement{}, fmt.Errorf("sysbench prepare: %v\n%s", err, out)
 		}
 	}
-	s0, err := b.status(ctx)
+	c0, err := b.counters(ctx)
 	if err != nil {
 		return measurement{}, err
 	}
-	busy0, idle0 := machineCPU()
-	_, fl0 := diskFlushes(b.disk)
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, "sysbench", append(args, fmt.Sprintf("--time=%d", int(b.o.duration.Seconds())), "--percentile=99", "run")...).CombinedOutput()
 	if err != nil {
 		return measurement{}, fmt.Errorf("sysbench run: %v\n%s", err, out)
 	}
 	el := time.Since(start).Seconds()
-	busy1, idle1 := machineCPU()
-	_, fl1 := diskFlushes(b.disk)
-	s1, err := b.status(ctx)
+	c1, err := b.counters(ctx)
 	if err != nil {
 		return measurement{}, err
 	}
 	m := measurement{}
-	if d := (busy1 - busy0) + (idle1 - idle0); d > 0 {
-		m.busy = 100 * (busy1 - busy0) / d
-	}
-	m.dbTPS = (s1["Binlog_commits"] - s0["Binlog_commits"]) / el
-	for _, k := range opNames {
-		m.ops += (s1[k] - s0[k]) / el
-	}
-	m.groups = (s1["Binlog_group_commits"] - s0["Binlog_group_commits"]) / el
-	m.logFsyncs = (s1["Innodb_data_fsyncs"] - s0["Innodb_data_fsyncs"]) / el
-	m.flushes = (fl1 - fl0) / el
+	m.addCounters(c0, c1, el)
 	if sm := sbLine.FindSubmatch(out); sm == nil {
 		return m, fmt.Errorf("sysbench output without a transactions line:\n%s", out)
 	}
