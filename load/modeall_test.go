@@ -34,7 +34,9 @@ func TestModeAllResumesExactly(t *testing.T) {
 	// of big done) leaves the keyless table to the second snapshot, so its
 	// INSERTs between the snapshots must all be skipped. The early kill
 	// waits for a chunk of big, not any chunk: a first chunk of comp or uq
-	// is reloaded whole, which left the copy with one snapshot only.
+	// is reloaded whole, which left the copy with one snapshot only; and
+	// its first run copies one chunk at a time, so nokey's cannot come
+	// before big's.
 	t.Run("late", func(t *testing.T) { modeAllResumes(t, "rs_all", 14, "") })
 	t.Run("early", func(t *testing.T) { modeAllResumes(t, "rs_all1", 1, "nokey") })
 }
@@ -54,11 +56,16 @@ func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable strin
 
 	stopWrites := writeWhileCopying(t, schema)
 	defer stopWrites()
-	killTable := ""
+	killTable, first := "", []string{"migrate", "--config", cfg, "--mode", "all", "--commit-unit", "chunk", "--chunk-delay", "150ms"}
 	if laterTable != "" {
+		// One connection each way: chunks then commit in the dumper's
+		// interleaved order (big, comp, nokey, ...), 150 ms apart, so the
+		// kill lands after big's first chunk and long before nokey's. With
+		// two, comp's or nokey's chunk could commit first.
 		killTable = "`" + copySchema + "`.`big`"
+		first = append(first, "--threads", "1", "--pool-size", "1")
 	}
-	killAfterChunks(t, dst, task, killTable, minDone, "migrate", "--config", cfg, "--mode", "all", "--commit-unit", "chunk", "--chunk-delay", "150ms")
+	killAfterChunks(t, dst, task, killTable, minDone, first...)
 	done, _ := checkpointsMatchData(t, dst, task, copySchema, "big", "comp", "nokey", "uq")
 	if total := totalChunks(t, dst, task); done >= total {
 		t.Fatalf("the kill was not mid-way: %d of %d chunks done", done, total)
