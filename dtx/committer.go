@@ -36,12 +36,12 @@ import (
 // in progress; and only while the host's CPUs are at least 75 % busy. The
 // wait trades latency for CPU and synced writes, which pays only while the
 // host is saturated and the clients queue anyway: with few clients every
-// saga waits, and they wait for each other, and with CPU to spare (sagas
-// without business SQL, 10 clients: the host 47 % busy) it only added
-// latency, 25 % of the sagas. At 600 µs without the last two conditions one client's sagas per
-// second halved (229 vs 470 at c=1), two clients' too (394 vs 694), and
-// four clients lost 16 %; at six clients waiting still cost 5 %, at eight
-// it gained 5 %.
+// saga waits, and they wait for each other; with CPU to spare (sagas
+// without business SQL, 10 clients, the host 47 % busy) it only added
+// latency and cost 25 % of the sagas. At 600 µs, before the last three
+// conditions, one client's sagas per second halved (229 vs 470 at c=1),
+// two clients' too (394 vs 694), and four clients lost 16 %; at six
+// clients waiting still cost 5 %, at eight it gained 5 %.
 type committer struct {
 	store    Store
 	maxBatch int
