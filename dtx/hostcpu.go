@@ -1,12 +1,11 @@
 package dtx
 
 import (
-	"bytes"
 	"math"
-	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 // hostCPU tracks how busy the host's CPUs are, from /proc/stat, for the
@@ -37,7 +36,7 @@ func (h *hostCPU) load() float64 {
 // run samples /proc/stat every interval until done is closed. Each sample
 // weighs a half, so a change of load shows within two or three samples.
 func (h *hostCPU) run(done <-chan struct{}, interval time.Duration) {
-	b0, i0, ok := readProcStat()
+	b0, i0, ok := procstat.CPU()
 	if !ok {
 		return
 	}
@@ -49,7 +48,7 @@ func (h *hostCPU) run(done <-chan struct{}, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		b1, i1, ok := readProcStat()
+		b1, i1, ok := procstat.CPU()
 		if !ok {
 			return
 		}
@@ -62,37 +61,4 @@ func (h *hostCPU) run(done <-chan struct{}, interval time.Duration) {
 		}
 		b0, i0 = b1, i1
 	}
-}
-
-func readProcStat() (busy, idle float64, ok bool) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	return parseProcStat(data)
-}
-
-// parseProcStat reads the "cpu" line: busy is user, nice, system, irq,
-// softirq and steal; idle is idle and iowait (guest time is in user).
-func parseProcStat(data []byte) (busy, idle float64, ok bool) {
-	line, _, _ := bytes.Cut(data, []byte("\n"))
-	f := bytes.Fields(line)
-	if len(f) < 5 || string(f[0]) != "cpu" {
-		return 0, 0, false
-	}
-	for i, v := range f[1:] {
-		if i >= 8 {
-			break
-		}
-		x, err := strconv.ParseFloat(string(v), 64)
-		if err != nil {
-			return 0, 0, false
-		}
-		if i == 3 || i == 4 {
-			idle += x
-		} else {
-			busy += x
-		}
-	}
-	return busy, idle, true
 }

@@ -4,19 +4,9 @@ import (
 	"math"
 	"testing"
 	"time"
-)
 
-func TestParseProcStat(t *testing.T) {
-	busy, idle, ok := parseProcStat([]byte("cpu  100 5 50 800 20 1 4 2 7 0\ncpu0 1 2 3 4 5 6 7 8\n"))
-	if !ok || busy != 100+5+50+1+4+2 || idle != 800+20 {
-		t.Fatalf("busy %v idle %v ok %v", busy, idle, ok)
-	}
-	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 x 4 5", "cpu 1 2"} {
-		if _, _, ok := parseProcStat([]byte(bad)); ok {
-			t.Errorf("%q parsed", bad)
-		}
-	}
-}
+	"github.com/sluice-db/sluice/internal/procstat"
+)
 
 // The host's load is unknown (1: no say in the commit wait) until sampled,
 // then a share between 0 and 1.
@@ -25,7 +15,7 @@ func TestHostCPU(t *testing.T) {
 	if h.load() != 1 {
 		t.Fatalf("unknown load reads %v", h.load())
 	}
-	if _, _, ok := readProcStat(); !ok {
+	if _, _, ok := procstat.CPU(); !ok {
 		t.Skip("no /proc/stat on this system")
 	}
 	done := make(chan struct{})

@@ -425,7 +425,7 @@ func (b *bench) counters(ctx context.Context) (counters, error) {
 	}
 	c := counters{status: st}
 	c.busy, c.idle = machineCPU()
-	_, c.flushes = diskFlushes(b.disk)
+	c.flushes = diskFlushes(b.disk)
 	return c, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 // procCPU is a process's CPU time (user + system) in seconds, from
@@ -38,25 +40,9 @@ func procCPU(pid int) float64 {
 const clockTicks = 100
 
 // machineCPU returns the machine's busy and idle CPU time so far, in
-// clock ticks, from /proc/stat's first line (idle includes iowait).
+// clock ticks (0 where /proc/stat cannot be read).
 func machineCPU() (busy, idle float64) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0
-	}
-	for i, v := range f[1:] {
-		x, _ := strconv.ParseFloat(v, 64)
-		if i == 3 || i == 4 {
-			idle += x
-		} else if i < 8 { // guest time is already counted in user
-			busy += x
-		}
-	}
+	busy, idle, _ = procstat.CPU()
 	return busy, idle
 }
 
@@ -75,23 +61,21 @@ func diskStat(dir string) string {
 	return p
 }
 
-// diskFlushes returns the device's completed write requests and cache
-// flushes so far, from its /sys stat file (fields 5 and 16; a kernel before
-// 5.5 has no flush fields and reports 0 flushes).
-func diskFlushes(path string) (writes, flushes float64) {
+// diskFlushes returns the cache flushes the device has completed so far,
+// from its /sys stat file (field 16; a kernel before 5.5 has no flush
+// fields and reports 0).
+func diskFlushes(path string) float64 {
 	if path == "" {
-		return 0, 0
+		return 0
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0
+		return 0
 	}
 	f := strings.Fields(string(data))
-	if len(f) >= 5 {
-		writes, _ = strconv.ParseFloat(f[4], 64)
+	if len(f) < 16 {
+		return 0
 	}
-	if len(f) >= 16 {
-		flushes, _ = strconv.ParseFloat(f[15], 64)
-	}
-	return writes, flushes
+	flushes, _ := strconv.ParseFloat(f[15], 64)
+	return flushes
 }
