@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice/internal/httpwire"
+	"github.com/sluice-db/sluice/internal/rawconn"
 )
 
 // branchClient makes the coordinator's plain-HTTP branch calls over pooled
@@ -133,6 +134,7 @@ func (bc *branchClient) get(ctx context.Context, host string, deadline time.Time
 	if err != nil {
 		return nil, false, err
 	}
+	c = rawconn.Wrap(c) // reads and writes without the scheduler's syscall state
 	return &branchConn{c: c, br: bufio.NewReaderSize(c, 4096)}, false, nil
 }
 

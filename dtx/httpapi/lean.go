@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice/internal/httpwire"
+	"github.com/sluice-db/sluice/internal/rawconn"
 )
 
 // Server serves the calls every transaction makes (prepare, submit, abort,
@@ -181,8 +182,11 @@ var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 409
 func (s *Server) serveConn(lc *leanConn) {
 	defer s.wg.Done()
 	c := lc.c
+	// Requests are read and answers written with raw system calls (see
+	// rawconn); net/http, if it takes the connection over, gets c itself.
+	raw := rawconn.Wrap(c)
 	br := readerPool.Get().(*bufio.Reader)
-	br.Reset(c)
+	br.Reset(raw)
 	handed, keepReader := false, false // c, and br, went to net/http
 	defer func() {
 		s.mu.Lock()
@@ -246,7 +250,7 @@ func (s *Server) serveConn(lc *leanConn) {
 		}
 		out = s.answer(out[:0], req, body)
 		s.lean.Add(1) // before the answer leaves, so that whoever reads it sees the count
-		if _, err := c.Write(out); err != nil {
+		if _, err := raw.Write(out); err != nil {
 			return
 		}
 		if req.close {
