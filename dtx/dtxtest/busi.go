@@ -204,6 +204,7 @@ func (b *Busi) branch(name string, e effect) http.HandlerFunc {
 			answer(w, http.StatusOK, "SUCCESS")
 			return
 		}
+		e := e // this request's accounts; the handler's e is shared by every request
 		if e.user == OutUser && req.OutUser != 0 {
 			e.user = req.OutUser
 		} else if e.user == InUser && req.InUser != 0 {
