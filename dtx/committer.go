@@ -33,7 +33,8 @@ import (
 // that at least a quarter of one is expected in the window, so an idle or
 // lightly loaded store commits at once; only while waits gather company;
 // only while the batch it holds up is under a sixth of the transactions
-// in progress; and only while the host's CPUs are at least 75 % busy. The
+// in progress (and it stops waiting as soon as the batch reaches that);
+// and only while the host's CPUs are at least 75 % busy. The
 // wait trades latency for CPU and synced writes, which pays only while the
 // host is saturated and the clients queue anyway: with few clients every
 // saga waits, and they wait for each other; with CPU to spare (sagas
@@ -65,6 +66,9 @@ type committer struct {
 	skipped int        // waits skipped for want of company since the last one
 	leads   int        // store transactions led, and how many of them waited
 	waited  int
+	// waker, while a leader waits for company, ends its wait early once
+	// the batch is big enough (see enough).
+	waker chan struct{}
 }
 
 // A pending mutation moves queued -> (leading ->) taken -> done.
@@ -104,6 +108,10 @@ func (c *committer) do(ctx context.Context, m *Mutation) error {
 	c.queue = append(c.queue, p)
 	if c.wait > 0 {
 		c.arrived(time.Now())
+		if c.waker != nil && c.enough() {
+			c.waker <- struct{}{} // buffered, and sent once: waker is cleared
+			c.waker = nil
+		}
 	}
 	if c.canLead() {
 		c.leaders++
@@ -175,9 +183,18 @@ func (c *committer) underLoad() bool {
 // leader included) are under a sixth of the transactions in progress, and
 // while the host's CPUs are at least 75 % busy.
 func (c *committer) shouldWait() bool {
-	return c.underLoad() && (c.company >= 0.5 || c.skipped >= 15) &&
-		(c.inflight == nil || int64(6*len(c.queue)) < c.inflight()) &&
+	return c.underLoad() && (c.company >= 0.5 || c.skipped >= 15) && !c.enough() &&
 		(c.hostLoad == nil || c.hostLoad() >= 0.75)
+}
+
+// enough tells (under mu) whether the queue is batch enough that a leader
+// should not wait, or stop waiting: a full batch, or changes from a sixth
+// of the transactions in progress. Ending the wait there, instead of
+// always sleeping the whole window, keeps most of the batching and gives
+// back most of the latency: with 10 clients a wait ended after about one
+// more change instead of 1.5 ms, twice per saga.
+func (c *committer) enough() bool {
+	return len(c.queue) >= c.maxBatch || (c.inflight != nil && int64(6*len(c.queue)) >= c.inflight())
 }
 
 // remove drops p from the queue (under mu).
@@ -200,9 +217,19 @@ func (c *committer) lead(self *pending) {
 		c.skipped = 0
 		c.waited++
 		before := len(c.queue)
+		wake := make(chan struct{}, 1)
+		c.waker = wake
 		c.mu.Unlock()
-		time.Sleep(c.wait)
+		t := time.NewTimer(c.wait)
+		select {
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
 		c.mu.Lock()
+		if c.waker == wake {
+			c.waker = nil
+		}
 		c.company += (float64(len(c.queue)-before) - c.company) / 4
 	case c.underLoad():
 		c.skipped++
