@@ -207,8 +207,13 @@ func TestRetention(t *testing.T) {
 		if q, _ := dtxtest.Query(ctx, srv.URL, gid+"-open"); q.Status() != "prepared" {
 			t.Fatalf("unfinished transaction purged: %+v", q)
 		}
-		if n := counterValue(t, srv.Coord.Metrics().Purged); n < 1 {
-			t.Fatalf("purged metric %v", n)
+		// The purge loop counts what the store removed after the removal
+		// returns, so the query can see the transaction gone first.
+		for counterValue(t, srv.Coord.Metrics().Purged) < 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("purged metric %v", counterValue(t, srv.Coord.Metrics().Purged))
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 }

@@ -324,9 +324,10 @@ func answer(w http.ResponseWriter, code int, result string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{key: result})
 }
 
-// Balances returns the two accounts' balance and trading balance.
+// Balances returns the balance and trading balance of accounts OutUser
+// and InUser (tests that name other accounts leave these alone).
 func Balances(ctx context.Context, db *sql.DB) (out, in, outTrade, inTrade int64, err error) {
-	rows, err := db.QueryContext(ctx, "SELECT user_id, balance, trading_balance FROM "+Schema+".user_account")
+	rows, err := db.QueryContext(ctx, "SELECT user_id, balance, trading_balance FROM "+Schema+".user_account WHERE user_id IN (?, ?)", OutUser, InUser)
 	if err != nil {
 		return
 	}
