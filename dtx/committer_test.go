@@ -312,3 +312,33 @@ func TestCommitterWaitsOnlyWithManyInFlight(t *testing.T) {
 		t.Error("does not wait on a host 90 % busy")
 	}
 }
+
+// A leader waiting for company stops as soon as the batch reaches a sixth
+// of the transactions in progress, not at the end of the window.
+func TestCommitterWaitEndsWhenBatchIsBig(t *testing.T) {
+	st := &batchStore{applied: map[string]int{}}
+	const window = 30 * time.Second
+	c := newCommitter(st, 1, 8, window, NewMetrics(nil))
+	c.inflight = func() int64 { return 12 } // enough at 2 queued
+	c.mu.Lock()
+	c.gap = float64(100 * time.Microsecond) // changes arrive often: under load
+	c.last = time.Now()
+	c.mu.Unlock()
+	start := time.Now()
+	done := make(chan error, 2)
+	go func() { done <- c.do(context.Background(), &Mutation{Gid: "first"}) }()
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.waker != nil })
+	go func() { done <- c.do(context.Background(), &Mutation{Gid: "second"}) }()
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if el := time.Since(start); el >= window {
+		t.Fatalf("the wait lasted its whole window (%v)", el)
+	}
+	c.close()
+	if len(st.batches) != 1 || st.batches[0] != 2 || c.waited != 1 {
+		t.Fatalf("batches %v, waits %d: want one wait and one batch of both", st.batches, c.waited)
+	}
+}
