@@ -441,7 +441,7 @@ func parseLean(br *bufio.Reader) (req leanRequest, ok bool, err error) {
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		name, value, found := bytes.Cut(line, []byte(":"))
-		if !found || len(name) == 0 || !httpwire.Token(name) || !httpwire.FieldValue(value) {
+		if !found || !httpwire.Token(name) || !httpwire.FieldValue(value) {
 			return req, false, nil // obs-fold, bad names, control bytes: net/http's call
 		}
 		value = bytes.Trim(value, " \t")
