@@ -59,6 +59,10 @@ type options struct {
 	// machine (between runs, rounds move 10-20 %).
 	sluiceB     string
 	sluiceBArgs []string
+	// rotate starts each round one row later than the one before, so
+	// that no row always runs right after the same row (whose leftovers,
+	// such as InnoDB's page flushing, it would always inherit).
+	rotate bool
 }
 
 func main() {
@@ -78,6 +82,7 @@ func main() {
 	sa := flag.String("sluice-args", "", "extra space-separated flags for sluice dtx serve")
 	flag.StringVar(&o.sluiceB, "sluice-b", "", "a second sluice binary, measured as the rows \"sluice B, ...\" (an A/B within one run)")
 	sab := flag.String("sluice-b-args", "", "extra space-separated flags for the -sluice-b coordinator (default: -sluice-args)")
+	flag.BoolVar(&o.rotate, "rotate", true, "start each round one row later, so that no row always follows the same one")
 	chartFrom := flag.String("chart-from", "", "only draw the Global-TPS chart (SVG) of an earlier run's results.json into -out, and exit")
 	flag.Parse()
 	if *chartFrom != "" {
@@ -227,7 +232,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	results := map[int]map[string][]measurement{}
-	// Each "sluice B" row runs right after its "sluice" twin.
+	// Each "sluice B" row runs next to its "sluice" twin (see roundOrder).
 	var all, selected []row
 	for _, r := range rows {
 		all = append(all, r)
@@ -249,7 +254,11 @@ func run(ctx context.Context, o options) error {
 		b.o.threads = threads
 		results[threads] = map[string][]measurement{}
 		for round := 1; round <= o.rounds; round++ {
-			for _, r := range selected {
+			order := selected
+			if o.rotate {
+				order = roundOrder(selected, round)
+			}
+			for _, r := range order {
 				if strings.HasPrefix(r.coordinator, "dtm") && o.dtm == "" {
 					continue
 				}
@@ -267,6 +276,32 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	return b.write(selected, results, version)
+}
+
+// roundOrder is the order of the rows in round (1-based): rotated by one
+// row per round, a "sluice B" row kept next to its twin, and the twins'
+// order swapped every other round.
+func roundOrder(selected []row, round int) []row {
+	var groups [][]row
+	for _, r := range selected {
+		if n := len(groups); n > 0 && r.coordinator == "sluice-b" && groups[n-1][0].name == "sluice"+strings.TrimPrefix(r.name, "sluice B") {
+			if round%2 == 0 {
+				groups[n-1] = []row{r, groups[n-1][0]}
+			} else {
+				groups[n-1] = append(groups[n-1], r)
+			}
+			continue
+		}
+		groups = append(groups, []row{r})
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	var out []row
+	for i := range groups {
+		out = append(out, groups[(round-1+i)%len(groups)]...)
+	}
+	return out
 }
 
 type bench struct {
