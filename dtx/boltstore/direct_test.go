@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice/dtx"
-	"github.com/sluice-db/sluice/internal/aio"
 )
 
 // reopenHas crashes s, opens the store at path again and checks which
@@ -55,7 +54,7 @@ func TestDirectFallback(t *testing.T) {
 	if s.wal().d == nil {
 		t.Skip("the file system refuses O_DIRECT at open already")
 	}
-	defer func() { directWrite = nil }()
+	defer func() { directWrite = (*os.File).WriteAt }()
 	calls := 0
 	directWrite = func(*os.File, []byte, int64) (int, error) { calls++; return 0, syscall.EINVAL }
 	create(t, s, "a")
@@ -79,13 +78,13 @@ func TestDirectErrorAfterSuccess(t *testing.T) {
 		t.Skip("the file system refuses O_DIRECT")
 	}
 	create(t, s, "a")
-	defer func() { directWrite = nil }()
+	defer func() { directWrite = (*os.File).WriteAt }()
 	directWrite = func(*os.File, []byte, int64) (int, error) { return 0, syscall.EINVAL }
 	g := saga("b", dtx.StatusSubmitted, "o", time.Now().UTC())
 	if _, err := s.Apply(context.Background(), []*dtx.Mutation{{Gid: "b", Create: true, Global: g}}); err == nil {
 		t.Fatal("a failed write was acknowledged")
 	}
-	directWrite = nil
+	directWrite = (*os.File).WriteAt
 	if _, err := s.Apply(context.Background(), []*dtx.Mutation{{Gid: "c", Create: true, Global: saga("c", dtx.StatusSubmitted, "o", time.Now())}}); err == nil {
 		t.Error("the log took a write after a failed one")
 	}
@@ -154,30 +153,4 @@ func TestTornDirectWrite(t *testing.T) {
 		t.Fatalf("only %d records", len(want))
 	}
 	reopenHas(t, s, path, want)
-}
-
-// TestLogUsesAIO: where the kernel offers native AIO, the log's O_DIRECT
-// writes go through it, and keep doing so (no refusal made it fall back).
-func TestLogUsesAIO(t *testing.T) {
-	if w, err := aio.New(); err != nil {
-		t.Skipf("no native AIO: %v", err)
-	} else {
-		w.Close()
-	}
-	path := filepath.Join(t.TempDir(), "dtx.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.wal().d == nil {
-		s.Close()
-		t.Skip("the file system refuses O_DIRECT")
-	}
-	for _, gid := range []string{"a", "b", "c"} {
-		create(t, s, gid)
-	}
-	if s.wal().aw == nil {
-		t.Error("the log does not use native AIO")
-	}
-	reopenHas(t, s, path, map[string]bool{"a": true, "b": true, "c": true})
 }

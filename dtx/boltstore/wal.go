@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
-
-	"github.com/sluice-db/sluice/internal/aio"
 )
 
 // wal is the store's write-ahead log, one preallocated file rewritten in
@@ -46,9 +44,6 @@ type wal struct {
 	// holding off up to off, when d is set: the next write starts there.
 	tail []byte
 	abuf []byte // 4096-aligned write buffer for d
-	// aw, when the kernel offers native AIO, writes through d without
-	// blocking a thread (see internal/aio); nil: plain O_DIRECT writes.
-	aw   *aio.Writer
 	path string
 
 	epoch uint64
@@ -69,13 +64,11 @@ const (
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// noDirect turns O_DIRECT off, and directWrite, when set, replaces the
-// O_DIRECT write, for tests and benchmarks of the other paths; noAIO
-// makes O_DIRECT writes plain pwrites.
+// noDirect turns O_DIRECT off, and directWrite is the O_DIRECT write, for
+// tests and benchmarks of the other path.
 var (
 	noDirect    = false
-	noAIO       = false
-	directWrite func(*os.File, []byte, int64) (int, error)
+	directWrite = (*os.File).WriteAt
 )
 
 func openWAL(path string) (*wal, error) {
@@ -91,9 +84,6 @@ func openWAL(path string) (*wal, error) {
 	w := &wal{f: f, cap: st.Size(), off: walHeader, path: path}
 	if d, err := openDirect(path); err == nil && !noDirect {
 		w.d = d
-		if !noAIO {
-			w.aw, _ = aio.New() // nil where the kernel has no native AIO
-		}
 	} else if err == nil {
 		_ = d.Close()
 	}
@@ -130,8 +120,8 @@ func (w *wal) append(buf []byte) error {
 			// O_DIRECT was accepted at open but not for writes (alignment
 			// or a file system that only pretends): nothing was written.
 			slog.Info("dtx bolt store: the file system refuses O_DIRECT writes; the log uses write and fdatasync", "path", w.path, "err", err)
-			w.closeDirect()
-			w.tail, w.abuf, err = nil, nil, nil
+			_ = w.d.Close()
+			w.d, w.tail, w.abuf, err = nil, nil, nil, nil
 		} else if err == nil {
 			w.directOK = true
 			w.off += int64(len(buf))
@@ -180,43 +170,12 @@ func (w *wal) appendDirect(buf []byte) error {
 	copy(b, w.tail)
 	copy(b[head:], buf)
 	clear(b[head+len(buf):])
-	if _, err := w.writeDirect(b, start); err != nil {
+	if _, err := directWrite(w.d, b, start); err != nil {
 		return err
 	}
 	end := head + len(buf)
 	w.tail = append(w.tail[:0], b[end&^(walBlock-1):end]...)
 	return nil
-}
-
-// writeDirect writes b at off through d: with native AIO where the kernel
-// takes it, otherwise (or once it refused a request) with pwrite.
-func (w *wal) writeDirect(b []byte, off int64) (int, error) {
-	if directWrite != nil {
-		return directWrite(w.d, b, off)
-	}
-	if w.aw != nil {
-		n, err := w.aw.WriteAt(w.d, b, off)
-		var se *aio.SubmitError
-		if !errors.As(err, &se) {
-			return n, err
-		}
-		slog.Info("dtx bolt store: the kernel refused an asynchronous write; the log uses pwrite", "path", w.path, "err", err)
-		_ = w.aw.Close()
-		w.aw = nil
-	}
-	return w.d.WriteAt(b, off)
-}
-
-// closeDirect closes d and its AIO context.
-func (w *wal) closeDirect() {
-	if w.aw != nil {
-		_ = w.aw.Close()
-		w.aw = nil
-	}
-	if w.d != nil {
-		_ = w.d.Close()
-		w.d = nil
-	}
 }
 
 // alignedBlock returns n bytes (rounded up to blocks) at a 4096-aligned address.
@@ -334,6 +293,8 @@ func (w *wal) replay(fn func(*record) error) error {
 }
 
 func (w *wal) close() error {
-	w.closeDirect()
+	if w.d != nil {
+		_ = w.d.Close()
+	}
 	return w.f.Close()
 }
