@@ -230,6 +230,49 @@ func TestReaderReconnectsAfterKillAndRestart(t *testing.T) {
 	}
 }
 
+// TestReaderStartsWhileSourceIsDown: a source that goes down between
+// Check and Start (a restart) is retried like any later reconnect, not
+// reported as a failure of the task.
+func TestReaderStartsWhileSourceIsDown(t *testing.T) {
+	inst := sandboxtest.Start(t, "dsrc")
+	db := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id int primary key)")
+	start := masterStatus(t, db)
+	if err := inst.Stop(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r, err := binlog.NewReader(config(inst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Start(context.Background(), sluice.Position{File: start.File, Pos: start.Pos}); err != nil {
+		t.Fatalf("Start with the source down: %v", err)
+	}
+	if _, last := r.Reconnects(); last == nil {
+		t.Fatal("no failed connection recorded while the source was down")
+	}
+	c := sandbox.DefaultConfig()
+	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(inst.Home), inst.Name, inst.Port, "128M"
+	if _, err := sandbox.Up(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	db2 := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, db2, "INSERT INTO d.t VALUES (1)")
+	n := 0
+	for _, ev := range collect(t, r, masterStatus(t, db2)) {
+		if ev.Header.EventType == replication.WRITE_ROWS_EVENTv1 {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("saw %d row events after the source came up, want 1", n)
+	}
+	if k, _ := r.Reconnects(); k < 1 {
+		t.Fatalf("reconnects = %d, want at least 1", k)
+	}
+}
+
 func TestPurgedPositionIsRefused(t *testing.T) {
 	inst := sandboxtest.Start(t, "psrc")
 	db := sandboxtest.MustOpen(t, inst, "")

@@ -52,8 +52,11 @@ func NewReader(cfg Config) (*Reader, error) {
 }
 
 // Start begins streaming at pos (file and offset). It returns once the first
-// connection is established or failed, so bad credentials or a purged
-// position are reported here.
+// connection is established or has failed for good, so bad credentials or a
+// purged position are reported here. A transient failure (the source
+// restarting between Check and Start, so the connection is refused or
+// dropped) is retried in the background like any later reconnect: failing
+// the task for it was a race a restart of the source could lose.
 func (r *Reader) Start(ctx context.Context, pos sluice.Position) error {
 	if r.events != nil {
 		return errors.New("binlog: reader already started")
@@ -67,14 +70,19 @@ func (r *Reader) Start(ctx context.Context, pos sluice.Position) error {
 	r.next = pos
 	syncer, stream, err := r.connect(ctx)
 	if err != nil {
-		return err
+		if ctx.Err() != nil || fatal(err) {
+			return err
+		}
+		r.mu.Lock()
+		r.lastErr = err
+		r.mu.Unlock()
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.events = make(chan *replication.BinlogEvent, 256)
 	r.errc = make(chan error, 1)
 	r.wg.Add(1)
-	go r.run(rctx, syncer, stream)
+	go r.run(rctx, syncer, stream, err)
 	return nil
 }
 
@@ -119,7 +127,9 @@ func (r *Reader) connect(ctx context.Context) (*replication.BinlogSyncer, *repli
 	return s, st, nil
 }
 
-func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *replication.BinlogStreamer) {
+// run streams from st, or, when the first connection failed (err set),
+// starts by reconnecting.
+func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *replication.BinlogStreamer, err error) {
 	defer r.wg.Done()
 	defer func() {
 		if s != nil {
@@ -128,7 +138,10 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 	}()
 	failures := 0
 	for {
-		ev, err := st.GetEvent(ctx)
+		var ev *replication.BinlogEvent
+		if st != nil {
+			ev, err = st.GetEvent(ctx)
+		}
 		if err == nil {
 			failures = 0
 			r.advance(ev)
@@ -148,8 +161,10 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 			return
 		}
 		// Transient: reconnect from the exact next position with backoff.
-		s.Close()
-		s = nil
+		if s != nil {
+			s.Close()
+		}
+		s, st = nil, nil
 		for {
 			r.mu.Lock()
 			r.lastErr = err
