@@ -229,9 +229,19 @@ func TestReplicateStopAndResume(t *testing.T) {
 	}
 
 	// Idle: heartbeats keep the source position current and the lag at 0.
-	time.Sleep(600 * time.Millisecond)
-	if s := r.task.Status(); s.LagSeconds != 0 || !after(s.Applied, s.Source) {
-		t.Fatalf("idle task: lag %.1fs, applied %s, source %s", s.LagSeconds, s.Applied, s.Source)
+	// Polled rather than read once after a fixed sleep: on a loaded host the
+	// heartbeat that brings the source position may come late. The bound
+	// only turns a task that never settles into a failure, not a hang.
+	time.Sleep(600 * time.Millisecond) // idle a while first
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		s := r.task.Status()
+		if s.LagSeconds == 0 && after(s.Applied, s.Source) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle task: lag %.1fs, applied %s, source %s", s.LagSeconds, s.Applied, s.Source)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
