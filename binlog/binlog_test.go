@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -214,11 +213,7 @@ func TestReaderReconnectsAfterKillAndRestart(t *testing.T) {
 	if err := inst.Stop(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	c := sandbox.DefaultConfig()
-	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(inst.Home), inst.Name, inst.Port, "128M"
-	if _, err := sandbox.Up(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
+	sandboxtest.Up(t, inst)
 	db2 := sandboxtest.MustOpen(t, inst, "")
 	sandboxtest.MustExec(t, db2, "INSERT INTO r.t VALUES (4)")
 	got += countRows(collect(t, r, masterStatus(t, db2)))
@@ -252,11 +247,7 @@ func TestReaderStartsWhileSourceIsDown(t *testing.T) {
 	if _, last := r.Reconnects(); last == nil {
 		t.Fatal("no failed connection recorded while the source was down")
 	}
-	c := sandbox.DefaultConfig()
-	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(inst.Home), inst.Name, inst.Port, "128M"
-	if _, err := sandbox.Up(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
+	sandboxtest.Up(t, inst)
 	db2 := sandboxtest.MustOpen(t, inst, "")
 	sandboxtest.MustExec(t, db2, "INSERT INTO d.t VALUES (1)")
 	n := 0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,11 +149,7 @@ func TestSourceRestart(t *testing.T) {
 	if err := srcInst.Stop(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	c := sandbox.DefaultConfig()
-	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(srcInst.Home), srcInst.Name, srcInst.Port, "128M"
-	if _, err := sandbox.Up(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
+	sandboxtest.Up(t, srcInst)
 	src2 := sandboxtest.MustOpen(t, srcInst, "")
 	workload(t, src2, "sr", 100, 30)
 	end := masterStatus(t, src2)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -272,11 +271,7 @@ func TestRelaySurvivesSourcePurgeAndTargetRestart(t *testing.T) {
 	}
 	sandboxtest.MustExec(t, src, "PURGE BINARY LOGS TO '"+end.File+"'")
 
-	c := sandbox.DefaultConfig()
-	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(dst.Home), dst.Name, dst.Port, "128M"
-	if _, err := sandbox.Up(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
+	sandboxtest.Up(t, dst)
 	st := r.waitApplied(t, end)
 	if st.Restarts == 0 {
 		t.Fatalf("the applier never restarted while the target was down: %+v", st)

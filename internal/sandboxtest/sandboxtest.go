@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,17 @@ func Start(tb testing.TB, name string, opts ...string) *sandbox.Instance {
 	}
 	tb.Cleanup(stop)
 	return inst
+}
+
+// Up starts a stopped instance again on its own port and data, with the
+// settings New gave it, as a restart after a stop or a crash would.
+func Up(tb testing.TB, inst *sandbox.Instance) {
+	tb.Helper()
+	c := sandbox.DefaultConfig()
+	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(inst.Home), inst.Name, inst.Port, "128M"
+	if _, err := sandbox.Up(context.Background(), c); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // MustOpen opens a root connection pool to inst's database db.
