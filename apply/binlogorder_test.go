@@ -2,11 +2,11 @@ package apply_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"math/rand"
 	"testing"
+	"time"
 
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -15,15 +15,20 @@ import (
 	"github.com/sluice-db/sluice/sandbox"
 )
 
+// newSyncer reads inst's binlog as a replica would.
+func newSyncer(inst *sandbox.Instance) *replication.BinlogSyncer {
+	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: uint32(100000 + rand.Intn(1000000)), Flavor: "mariadb", Host: inst.Host(), Port: uint16(inst.Port), User: "root",
+		TimestampStringLocation: time.UTC, EventCacheCount: 256, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+}
+
 // targetCommits reads inst's binlog from from to to and returns, per
 // committed transaction that inserted rows into schema, the first column of
 // each inserted row, in the order the server committed them.
 func targetCommits(tb testing.TB, inst *sandbox.Instance, from, to sluice.Position, schema string) [][]int64 {
 	tb.Helper()
-	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID: uint32(100000 + rand.Intn(1000000)), Flavor: "mariadb", Host: inst.Host(), Port: uint16(inst.Port), User: "root",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	syncer := newSyncer(inst)
 	defer syncer.Close()
 	streamer, err := syncer.StartSync(gmysql.Position{Name: from.File, Pos: from.Pos})
 	if err != nil {
@@ -47,7 +52,11 @@ func targetCommits(tb testing.TB, inst *sandbox.Instance, from, to sluice.Positi
 		case *replication.RowsEvent:
 			if string(e.Table.Schema) == schema && isWrite(ev.Header.EventType) {
 				for _, row := range e.Rows {
-					cur = append(cur, toInt64(tb, row[0]))
+					id, ok := row[0].(int32) // the tables' INT key
+					if !ok {
+						tb.Fatalf("binlog row key %v (%T) is not an INT", row[0], row[0])
+					}
+					cur = append(cur, int64(id))
 				}
 			}
 		case *replication.XIDEvent:
@@ -69,21 +78,4 @@ func targetCommits(tb testing.TB, inst *sandbox.Instance, from, to sluice.Positi
 func isWrite(t replication.EventType) bool {
 	return t == replication.WRITE_ROWS_EVENTv0 || t == replication.WRITE_ROWS_EVENTv1 || t == replication.WRITE_ROWS_EVENTv2 ||
 		t == replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1
-}
-
-func toInt64(tb testing.TB, v any) int64 {
-	switch x := v.(type) {
-	case int8:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case int64:
-		return x
-	case uint32:
-		return int64(x)
-	}
-	tb.Fatalf("binlog row value %v (%T) is not an integer", v, v)
-	panic(fmt.Sprintf("unreachable: %T", v))
 }

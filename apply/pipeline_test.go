@@ -4,15 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
-	"log/slog"
-	"math/rand"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	gmysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -193,10 +189,7 @@ func replicate(ctx context.Context, src *sandbox.Instance, o runOpts) (apply.Sta
 	if err != nil {
 		return apply.Stats{}, err
 	}
-	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID: uint32(100000 + rand.Intn(1000000)), Flavor: "mariadb", Host: src.Host(), Port: uint16(src.Port), User: "root",
-		TimestampStringLocation: time.UTC, EventCacheCount: 256, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	syncer := newSyncer(src)
 	defer syncer.Close()
 	if after(start, o.until) {
 		return a.Stats(), nil
