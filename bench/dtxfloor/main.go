@@ -68,9 +68,21 @@ func main() {
 }
 
 func run(syncs int, listen, path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_DIRECT|syscall.O_DSYNC, 0o644)
+	fl, err := newFloor(syncs, path)
 	if err != nil {
 		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	return fl.serveListener(ln)
+}
+
+func newFloor(syncs int, path string) (*floor, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_DIRECT|syscall.O_DSYNC, 0o644)
+	if err != nil {
+		return nil, err
 	}
 	fl := &floor{syncs: syncs, log: f}
 	fl.bufs.New = func() any { b := alignedBlock(); return &b }
@@ -78,18 +90,20 @@ func run(syncs int, listen, path string) error {
 	// allocated, written blocks and need no file-system metadata change:
 	// the cheapest synced write the file system offers.
 	if err := syscall.Fallocate(int(f.Fd()), 0, 0, blocks*block); err != nil {
-		return err
+		f.Close()
+		return nil, err
 	}
 	b := alignedBlock()
 	for i := 0; i < blocks; i++ {
 		if _, err := f.WriteAt(b, int64(i)*block); err != nil {
-			return err
+			f.Close()
+			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return err
-	}
+	return fl, nil
+}
+
+func (fl *floor) serveListener(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
