@@ -146,6 +146,10 @@ func TestSourceRestart(t *testing.T) {
 	defer r.stop(t)
 	workload(t, src, "sr", 1, 30)
 	before := masterStatus(t, src)
+	// Stop the source only once the task is replicating: a source that is
+	// gone while the task starts (checks, start position, schema seed) is a
+	// start-up error, reported as one, not the restart this test is about.
+	r.waitApplied(t, before)
 	if err := srcInst.Stop(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
