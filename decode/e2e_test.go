@@ -173,7 +173,7 @@ func hexRows(t *testing.T, db *sql.DB, schema, table string) []string {
 func showCreate(t *testing.T, db *sql.DB, ref sluice.TableRef) string {
 	t.Helper()
 	var name, create string
-	if err := db.QueryRow("SHOW CREATE TABLE " + ref.Quoted()).Scan(&name, &create); err != nil {
+	if err := db.QueryRow("SHOW CREATE TABLE "+ref.Quoted()).Scan(&name, &create); err != nil {
 		t.Fatal(err)
 	}
 	return create
@@ -183,7 +183,7 @@ func checksum(t *testing.T, db *sql.DB, ref sluice.TableRef) string {
 	t.Helper()
 	var name string
 	var sum sql.NullInt64
-	if err := db.QueryRow("CHECKSUM TABLE " + ref.Quoted() + " EXTENDED").Scan(&name, &sum); err != nil {
+	if err := db.QueryRow("CHECKSUM TABLE "+ref.Quoted()+" EXTENDED").Scan(&name, &sum); err != nil {
 		t.Fatal(err)
 	}
 	return fmt.Sprint(sum)
