@@ -7,6 +7,7 @@
 package decode
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -285,6 +286,13 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 func (d *Decoder) createSelect(defaultSchema, q string, pos sluice.Position, ts uint32) error {
 	before := len(d.out)
 	if err := d.ddl(defaultSchema, q, pos, ts, &d.groupStart); err != nil {
+		var se *sluice.Error
+		if errors.As(err, &se) && errors.Is(err, sluice.ErrUnsupportedDDL) {
+			// The statement's rows follow it in the same transaction: the
+			// plain DDL hint (resume after the statement) would lose them.
+			se.Op = "replicate CREATE TABLE ... SELECT (GTID " + d.gtid + ") at " + posString(pos) + " (" + shorten(q, 120) + ")"
+			se.Hint = "create the table on the target by hand and copy its rows as they were after this transaction, then resume from the position after the whole transaction; or exclude the table"
+		}
 		return err
 	}
 	if len(d.out) > before {
