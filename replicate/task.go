@@ -486,12 +486,7 @@ func (t *Task) addPending(end sluice.Position, ts uint32) {
 }
 
 // before reports whether a is strictly before b in the binlog.
-func before(a, b sluice.Position) bool {
-	if a.File != b.File {
-		return a.File < b.File
-	}
-	return a.Pos < b.Pos
-}
+func before(a, b sluice.Position) bool { return a.Compare(b) < 0 }
 
 // Status returns a snapshot of the task.
 func (t *Task) Status() Status {
