@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -577,22 +575,6 @@ func (t *Task) statusLoop(ctx context.Context, m *metrics) {
 		case <-tick.C:
 		}
 	}
-}
-
-// lockDir takes an exclusive lock on dir/task.lock so two processes never
-// run the same task; the kernel drops it when the process dies, even on
-// kill -9.
-func lockDir(dir, name string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, "task.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("replicate: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, &sluice.Error{Op: "start task " + name, Err: fmt.Errorf("%w: another sluice process runs this task (%s is locked)", sluice.ErrConfig, f.Name()),
-			Hint: "stop the other process first (sluice status --config shows its pid)"}
-	}
-	return func() { f.Close() }, nil
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
