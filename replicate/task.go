@@ -31,16 +31,21 @@ type Task struct {
 	events   atomic.Uint64
 	restarts atomic.Int64
 
-	mu       sync.Mutex
-	stage    string
-	lastErr  string
-	started  time.Time
-	writer   *relay.Writer
-	breader  *binlog.Reader
-	rlog     *relay.Log
-	applier  *apply.Applier
-	base     apply.Stats // counters of appliers that were replaced
-	pending  []pendingTxn
+	mu      sync.Mutex
+	stage   string
+	lastErr string
+	started time.Time
+	writer  *relay.Writer
+	breader *binlog.Reader
+	rlog    *relay.Log
+	applier *apply.Applier
+	base    apply.Stats // counters of appliers that were replaced
+	pending []pendingTxn
+	// read is the end of the last relay event the apply loop decoded. Events
+	// that are no transaction (rotate, format description, Gtid_list,
+	// binlog checkpoint) move it but never the applied checkpoint, so lag
+	// compares the source with it, not with the checkpoint.
+	read     sluice.Position
 	metAddr  string
 	prevAt   time.Time
 	prevEvts uint64
@@ -386,6 +391,7 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 			return err
 		}
 		t.events.Add(1)
+		t.setRead(p)
 		items, err := dec.Feed(ev, p)
 		if err != nil {
 			// Pause: everything before the failing event is applied.
@@ -456,6 +462,7 @@ func (t *Task) setApplier(a *apply.Applier, pos sluice.Position) {
 	defer t.mu.Unlock()
 	t.applier = a
 	t.pending = t.pending[:0]
+	t.read = pos
 	if t.base.Applied.File == "" {
 		t.base.Applied = pos
 	}
@@ -475,6 +482,12 @@ func (t *Task) retireApplier(a *apply.Applier) {
 	if s.Applied.File != "" {
 		t.base.Applied = s.Applied
 	}
+}
+
+func (t *Task) setRead(p sluice.Position) {
+	t.mu.Lock()
+	t.read = p
+	t.mu.Unlock()
 }
 
 func (t *Task) addPending(end sluice.Position, ts uint32) {
@@ -521,7 +534,9 @@ func (t *Task) Status() Status {
 	}
 	// Lag: the oldest submitted transaction not yet applied; with none, the
 	// source is either caught up (heartbeats say where it is) or ahead of
-	// what was read.
+	// what was read. Caught up is judged by what was read, not by the
+	// checkpoint: after a rotate on an idle source the checkpoint stays in
+	// the old file while the source moves on without a transaction.
 	i := 0
 	for i < len(t.pending) && !before(s.Applied, t.pending[i].end) {
 		i++
@@ -530,7 +545,7 @@ func (t *Task) Status() Status {
 	switch {
 	case len(t.pending) > 0:
 		s.LagSeconds = lagSince(now, t.pending[0].ts)
-	case before(s.Applied, s.Source) && lastTS != 0:
+	case before(t.read, s.Source) && before(s.Applied, s.Source) && lastTS != 0:
 		s.LagSeconds = lagSince(now, lastTS)
 	}
 	if !t.prevAt.IsZero() {
