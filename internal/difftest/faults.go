@@ -87,7 +87,7 @@ func (p *sluiceProc) kill() {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
-	if cmd == nil {
+	if cmd == nil || done == nil {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)

@@ -58,17 +58,41 @@ type seedRun struct {
 	w      *workload
 	sl     *sluiceProc
 	out    func(format string, args ...any)
+	script *Script
+}
+
+// Script is a fixed scenario instead of a generated one: Before runs on
+// the source before sluice starts (the copy holds its effects), After while
+// sluice replicates. Statements refer to the schema as {s}. Reduced
+// failures become Scripts, and Scripts regression tests.
+type Script struct {
+	Name          string
+	Before, After []string
+}
+
+// RunScript runs a Script as seed 0 would run (no kills, no DDL of its
+// own) and compares the two sides.
+func RunScript(ctx context.Context, e *Env, cfg Config, sc Script) (*Result, error) {
+	cfg.Features.NoKills, cfg.Features.NoTargetRestart, cfg.Features.NoDDL = true, true, true
+	return run(ctx, e, cfg, 0, &sc)
 }
 
 // Run runs one seed and returns its result; err is for failures of the
 // tester itself (a sandbox that does not start), not of sluice.
 func Run(ctx context.Context, e *Env, cfg Config, seed int64) (*Result, error) {
+	return run(ctx, e, cfg, seed, nil)
+}
+
+func run(ctx context.Context, e *Env, cfg Config, seed int64, sc *Script) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	s := &seedRun{e: e, cfg: cfg, seed: seed, order: cfg.orderFor(seed),
-		schema: fmt.Sprintf("dt_%d", seed), task: fmt.Sprintf("dt%d", seed)}
+		schema: fmt.Sprintf("dt_%d", seed), task: fmt.Sprintf("dt%d", seed), script: sc}
+	if sc != nil {
+		s.schema, s.task = "dt_"+sc.Name, "dt"+sc.Name
+	}
 	s.res = &Result{Seed: seed, Order: s.order}
 	s.out = func(format string, args ...any) {
 		fmt.Fprintf(cfg.Out, "  seed %d: %s\n", seed, fmt.Sprintf(format, args...))
@@ -109,7 +133,7 @@ func (s *seedRun) run(ctx context.Context) error {
 		}
 	}
 	s.w = &workload{seed: s.seed, schema: s.schema, f: s.cfg.Features, db: s.e.SrcDB, logf: logf}
-	if err := s.w.setup(ctx); err != nil {
+	if err := s.setup(ctx); err != nil {
 		return fmt.Errorf("seed %d: set up the source: %w", s.seed, err)
 	}
 	taskFile, err := s.writeTask()
@@ -131,6 +155,21 @@ func (s *seedRun) run(ctx context.Context) error {
 		defer stopWork()
 		deadline := time.Now().Add(s.cfg.Duration)
 		dr := rand.New(rand.NewSource(s.seed ^ 0x5eed))
+		if s.script != nil {
+			// After must reach the target through replication, not the copy.
+			for wctx.Err() == nil && !s.sl.exited() {
+				if _, ok, _ := appliedPos(wctx, s.e.DstDB, s.task); ok {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			for _, q := range s.script.After {
+				if _, err := s.e.SrcDB.ExecContext(wctx, strings.ReplaceAll(q, "{s}", s.schema)); err != nil {
+					s.out("script: %v: %s", err, q)
+				}
+			}
+			return
+		}
 		for round := 0; time.Now().Before(deadline) && wctx.Err() == nil; round++ {
 			s.w.round(wctx, round)
 			s.res.Rounds = round + 1
@@ -154,6 +193,18 @@ func (s *seedRun) run(ctx context.Context) error {
 		return nil
 	}
 	return s.finish(ctx)
+}
+
+func (s *seedRun) setup(ctx context.Context) error {
+	if s.script == nil {
+		return s.w.setup(ctx)
+	}
+	for _, q := range append([]string{"CREATE DATABASE {s}", "CREATE TABLE {s}.zz_end (id INT PRIMARY KEY, note VARCHAR(64))"}, s.script.Before...) {
+		if _, err := s.e.SrcDB.ExecContext(ctx, strings.ReplaceAll(q, "{s}", s.schema)); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
 }
 
 // sluiceStopped records sluice's own exit (one the tester did not cause)
@@ -240,6 +291,7 @@ func (s *seedRun) waitApplied(ctx context.Context, end binlogPos) bool {
 		}
 		p, _, err := appliedPos(ctx, s.e.DstDB, s.task)
 		if err == nil && !p.less(end) {
+			s.out("caught up: applied %s, source end %s", p, end)
 			return true
 		}
 		if err == nil && p != last {
