@@ -24,13 +24,26 @@ type Features struct {
 	NoFloatKeyless  bool // no FLOAT/DOUBLE columns in tables without a key (bug 3)
 	NoKeylessCase   bool // keyless tables get no case / trailing-space variants of text (bug 4)
 	NoKeyVariants   bool // collated key columns get no non-ASCII case/accent variants (bug 5)
-	NoDDL           bool // no DDL between the DML
+	NoLatin1NoPad   bool // no latin1 NO PAD collations (decode's latin1 list lacks them)
+	NoBinaryN       bool // no BINARY(n) columns (the binlog strips their trailing 0x00)
+	// PlainDDL keeps MariaDB-only syntax (INVISIBLE, spatial types, NO PAD
+	// collations, UUID/INET) out of tables and columns created by DDL in
+	// the stream, which TiDB's parser in the schema tracker cannot read.
+	PlainDDL bool
+	// NoDDLInCopy holds DDL back until the copy is done (a table dropped
+	// while the dump starts fails it).
+	NoDDLInCopy bool
+	NoDDL       bool // no DDL between the DML
 	NoKills         bool // no kill -9 of sluice
 	NoTargetRestart bool // no target restarts
 	// RerunIncremental restarts sluice with --mode incremental once the
 	// copy is done, instead of the same --mode all command (bug 8).
 	RerunIncremental bool
+
+	inDDL bool // set while generating DDL: PlainDDL applies
 }
+
+func (f Features) plain() bool { return f.PlainDDL && f.inDDL }
 
 // Config is one run of the tester.
 type Config struct {
@@ -93,6 +106,10 @@ func (f *Features) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.NoFloatKeyless, "no-float-keyless", false, "no FLOAT/DOUBLE columns in keyless tables")
 	fs.BoolVar(&f.NoKeylessCase, "no-keyless-case", false, "no case/trailing-space text variants in keyless tables")
 	fs.BoolVar(&f.NoKeyVariants, "no-key-variants", false, "no non-ASCII case/accent variants in collated key columns")
+	fs.BoolVar(&f.NoLatin1NoPad, "no-latin1-nopad", false, "no latin1 NO PAD collations")
+	fs.BoolVar(&f.NoBinaryN, "no-binary-n", false, "no BINARY(n) columns")
+	fs.BoolVar(&f.PlainDDL, "plain-ddl", false, "no MariaDB-only syntax in tables and columns created by DDL in the stream")
+	fs.BoolVar(&f.NoDDLInCopy, "no-ddl-in-copy", false, "no DDL until the copy is done")
 	fs.BoolVar(&f.NoDDL, "no-ddl", false, "no DDL between the DML")
 	fs.BoolVar(&f.NoKills, "no-kills", false, "no kill -9 of sluice")
 	fs.BoolVar(&f.NoTargetRestart, "no-target-restart", false, "no target restarts")

@@ -30,8 +30,10 @@ func (w *workload) ddl(ctx context.Context, round int) error {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) []string {
+	f := w.f
+	f.inDDL = true
 	if len(names) == 0 {
-		return []string{createTable(r, w.f, w.schema, w.newName(), &w.next)}
+		return []string{createTable(r, f, w.schema, w.newName(), &w.next)}
 	}
 	t := w.model[pick(r, names)]
 	qt := w.qt(t)
@@ -41,7 +43,7 @@ func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) [
 	}
 	switch kind {
 	case 0: // ADD COLUMN
-		typ := colType(r, w.f, false, t.Keyless())
+		typ := colType(r, f, false, t.Keyless())
 		w.next++
 		pos := ""
 		switch r.Intn(3) {
@@ -53,7 +55,7 @@ func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) [
 		def := ""
 		if r.Intn(3) == 0 && !strings.Contains(typ, "BLOB") && !strings.Contains(typ, "TEXT") && typ != "JSON" &&
 			!strings.Contains(typ, "POINT") && !strings.Contains(typ, "GEOMETRY") && !strings.Contains(typ, "LINESTRING") {
-			def = " NOT NULL DEFAULT " + gen{r: r, f: w.f}.value(Col{Name: "x", DataType: baseType(typ), ColumnType: strings.ToLower(typ)}, false)
+			def = " NOT NULL DEFAULT " + gen{r: r, f: f}.value(Col{Name: "x", DataType: baseType(typ), ColumnType: strings.ToLower(typ)}, false)
 		}
 		return []string{fmt.Sprintf("ALTER TABLE %s ADD COLUMN `c%d%s` %s%s%s", qt, w.next, colSuffix(typ), typ, def, pos)}
 	case 1: // DROP COLUMN
@@ -66,7 +68,7 @@ func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) [
 		}
 		typ := widen(c)
 		if r.Intn(3) == 0 {
-			typ = colType(r, w.f, t.isKeyCol(c.Name), t.Keyless())
+			typ = colType(r, f, t.isKeyCol(c.Name), t.Keyless())
 		}
 		return []string{fmt.Sprintf("ALTER TABLE %s MODIFY COLUMN `%s` %s%s", qt, c.Name, typ, nullness(c))}
 	case 3: // CHANGE COLUMN: rename, same definition
@@ -143,13 +145,13 @@ func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) [
 	case 9: // DROP, sometimes re-created under the same name
 		s := []string{"DROP TABLE " + qt}
 		if r.Intn(2) == 0 {
-			s = append(s, createTable(r, w.f, w.schema, t.Name, &w.next))
+			s = append(s, createTable(r, f, w.schema, t.Name, &w.next))
 		}
 		return s
 	case 10:
 		return []string{"TRUNCATE TABLE " + qt}
 	case 11:
-		return []string{createTable(r, w.f, w.schema, w.newName(), &w.next)}
+		return []string{createTable(r, f, w.schema, w.newName(), &w.next)}
 	default: // ALTER of a column's default and a table option together
 		c := pick(r, t.Cols)
 		if c.Generated || !strings.Contains(c.DataType, "int") {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand"
 	"os"
 	"os/exec"
 	"strconv"
@@ -213,9 +212,9 @@ func copyChunks(ctx context.Context, db *sql.DB, task string) int {
 // decisions come from the seed. It returns early when sluice stops by
 // itself.
 func (s *seedRun) faults(ctx context.Context) error {
-	r := rand.New(rand.NewSource(s.seed ^ 0xdead))
+	r := s.faultRng
 	db := s.e.DstDB
-	inCopy := !s.cfg.Features.NoKills && r.Intn(3) == 0
+	inCopy := s.copyKill
 	base := int64(-1)
 	k := int64(1 + r.Intn(60))
 	target := false

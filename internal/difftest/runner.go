@@ -59,6 +59,11 @@ type seedRun struct {
 	sl     *sluiceProc
 	out    func(format string, args ...any)
 	script *Script
+	// copyKill: the first kill lands in the copy. DDL then waits for the
+	// copy to finish: a DDL while an interrupted copy is stopped is refused
+	// as documented (docs/manual/fullcopy.md), not a data difference.
+	copyKill bool
+	faultRng *rand.Rand
 }
 
 // Script is a fixed scenario instead of a generated one: Before runs on
@@ -140,6 +145,8 @@ func (s *seedRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.faultRng = rand.New(rand.NewSource(s.seed ^ 0xdead))
+	s.copyKill = !s.cfg.Features.NoKills && s.faultRng.Intn(3) == 0
 	s.sl = &sluiceProc{bin: s.e.Bin, taskFile: taskFile, log: filepath.Join(s.dir, "sluice.log")}
 	if err := s.sl.start("all"); err != nil {
 		return err
@@ -173,6 +180,11 @@ func (s *seedRun) run(ctx context.Context) error {
 		for round := 0; time.Now().Before(deadline) && wctx.Err() == nil; round++ {
 			s.w.round(wctx, round)
 			s.res.Rounds = round + 1
+			if s.copyKill || s.cfg.Features.NoDDLInCopy {
+				if _, ok, _ := appliedPos(wctx, s.e.DstDB, s.task); !ok {
+					continue
+				}
+			}
 			if !s.cfg.Features.NoDDL && dr.Intn(3) == 0 && wctx.Err() == nil {
 				if err := s.w.ddl(wctx, round); err != nil && wctx.Err() == nil {
 					s.res.fail("tester: %v", err)

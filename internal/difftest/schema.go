@@ -170,6 +170,17 @@ var collations = []string{
 	"latin1 COLLATE latin1_swedish_nopad_ci", "latin1 COLLATE latin1_nopad_bin",
 }
 
+// collation draws a character set and collation for a text column.
+func collation(r *rand.Rand, f Features) string {
+	for {
+		c := pick(r, collations)
+		if strings.Contains(c, "nopad") && (f.plain() || (f.NoLatin1NoPad && strings.Contains(c, "latin1"))) {
+			continue
+		}
+		return c
+	}
+}
+
 func pick[T any](r *rand.Rand, xs []T) T { return xs[r.Intn(len(xs))] }
 
 // colType returns a random column type over the whole 10.11 type set. key
@@ -184,7 +195,13 @@ func colType(r *rand.Rand, f Features, key, keyless bool) string {
 		return t
 	}
 	text := func(kind string, n int) string {
-		return fmt.Sprintf("%s(%d) CHARACTER SET %s", kind, n, pick(r, collations))
+		return fmt.Sprintf("%s(%d) CHARACTER SET %s", kind, n, collation(r, f))
+	}
+	binary := func(n int) string {
+		if f.NoBinaryN {
+			return fmt.Sprintf("VARBINARY(%d)", n)
+		}
+		return fmt.Sprintf("BINARY(%d)", n)
 	}
 	if key {
 		opts := []func() string{
@@ -195,9 +212,9 @@ func colType(r *rand.Rand, f Features, key, keyless bool) string {
 			func() string { return "DATE" },
 			func() string { return fmt.Sprintf("DATETIME(%d)", r.Intn(7)) },
 			func() string { return fmt.Sprintf("VARBINARY(%d)", 1+r.Intn(16)) },
-			func() string { return fmt.Sprintf("BINARY(%d)", 1+r.Intn(6)) },
+			func() string { return binary(1 + r.Intn(6)) },
 		}
-		if !f.NoUUID {
+		if !f.NoUUID && !f.plain() {
 			opts = append(opts, func() string { return pick(r, []string{"UUID", "INET4", "INET6"}) })
 		}
 		return pick(r, opts)()
@@ -213,20 +230,22 @@ func colType(r *rand.Rand, f Features, key, keyless bool) string {
 		func() string { return "YEAR" },
 		func() string { return text("VARCHAR", 1+r.Intn(60)) },
 		func() string { return text("CHAR", 1+r.Intn(10)) },
-		func() string { return pick(r, []string{"TINYTEXT", "TEXT", "MEDIUMTEXT"}) + " CHARACTER SET " + pick(r, collations) },
-		func() string { return fmt.Sprintf("BINARY(%d)", 1+r.Intn(8)) },
+		func() string { return pick(r, []string{"TINYTEXT", "TEXT", "MEDIUMTEXT"}) + " CHARACTER SET " + collation(r, f) },
+		func() string { return binary(1 + r.Intn(8)) },
 		func() string { return fmt.Sprintf("VARBINARY(%d)", 1+r.Intn(40)) },
 		func() string { return pick(r, []string{"TINYBLOB", "BLOB", "MEDIUMBLOB"}) },
 		func() string { return fmt.Sprintf("VARCHAR(%d) CHARACTER SET binary", 1+r.Intn(20)) },
 		func() string { return "ENUM('a','b','c','A b','é','')" },
 		func() string { return "SET('x','y','z','ü')" },
 		func() string { return "JSON" },
-		func() string { return pick(r, []string{"POINT", "GEOMETRY", "LINESTRING"}) },
+	}
+	if !f.plain() {
+		opts = append(opts, func() string { return pick(r, []string{"POINT", "GEOMETRY", "LINESTRING"}) })
 	}
 	if !keyless || !f.NoFloatKeyless {
 		opts = append(opts, func() string { return pick(r, []string{"FLOAT", "DOUBLE", "FLOAT UNSIGNED", "DOUBLE(12,3)"}) })
 	}
-	if !f.NoUUID {
+	if !f.NoUUID && !f.plain() {
 		opts = append(opts, func() string { return pick(r, []string{"UUID", "INET4", "INET6"}) })
 	}
 	return pick(r, opts)()
@@ -279,8 +298,8 @@ func createTable(r *rand.Rand, f Features, schema, name string, next *int) strin
 	case shapeNullableUnique:
 		uniq = append(uniq, addKeyCol(colType(r, f, true, true), true))
 	case shapeCompositeText:
-		pk = append(pk, addKeyCol(fmt.Sprintf("VARCHAR(%d) CHARACTER SET %s", 2+r.Intn(20), pick(r, collations)), false))
-		pk = append(pk, addKeyCol(fmt.Sprintf("CHAR(%d) CHARACTER SET %s", 1+r.Intn(4), pick(r, collations)), false))
+		pk = append(pk, addKeyCol(fmt.Sprintf("VARCHAR(%d) CHARACTER SET %s", 2+r.Intn(20), collation(r, f)), false))
+		pk = append(pk, addKeyCol(fmt.Sprintf("CHAR(%d) CHARACTER SET %s", 1+r.Intn(4), collation(r, f)), false))
 		if r.Intn(2) == 0 {
 			pk = append(pk, addKeyCol("TINYINT UNSIGNED", false))
 		}
@@ -314,7 +333,7 @@ func createTable(r *rand.Rand, f Features, schema, name string, next *int) strin
 	if textCol != "" && r.Intn(2) == 0 {
 		defs = append(defs, fmt.Sprintf("`%s` VARCHAR(200) AS (CONCAT(`%s`, '|')) %s", newName(""), textCol, pick(r, []string{"VIRTUAL", "STORED"})))
 	}
-	if r.Intn(3) == 0 {
+	if r.Intn(3) == 0 && !f.plain() {
 		defs = append(defs, fmt.Sprintf("`%s` INT INVISIBLE NULL DEFAULT 7", newName("")))
 	}
 	if len(pk) > 0 {
