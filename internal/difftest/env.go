@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"log"
 	"os/exec"
 	"path/filepath"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // the driver for the source and target pools
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
@@ -49,6 +51,12 @@ func NewEnv(bin, dir string) (*Env, error) {
 		*s.db = db
 	}
 	return e, nil
+}
+
+func init() {
+	// Target restarts break idle connections; the driver's log of each
+	// would bury the tester's own lines.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 }
 
 func openDB(inst *sandbox.Instance) (*sql.DB, error) {
