@@ -92,8 +92,6 @@ func sameNames(a, b [][]byte) bool {
 	return true
 }
 
-var latin1Collations = map[uint64]bool{5: true, 8: true, 15: true, 31: true, 47: true, 48: true, 49: true, 94: true}
-
 const binaryCollation = 63
 
 func (d *Decoder) buildTable(tm *replication.TableMapEvent, src sluice.TableRef, pos sluice.Position) (*sluice.Table, []uint8, error) {
@@ -112,7 +110,7 @@ func (d *Decoder) buildTable(tm *replication.TableMapEvent, src sluice.TableRef,
 		for i := 0; i < n; i++ {
 			_, nullable := tm.Nullable(i)
 			c := sluice.Column{Name: names[i], DataType: typeName(tm.ColumnType[i]), Nullable: nullable, Unsigned: unsigned[i]}
-			if id, ok := coll[i]; ok && (latin1Collations[id] || id == binaryCollation) {
+			if id, ok := coll[i]; ok && rawBytesCollation(id) {
 				conv[i] = convBytes
 				if id == binaryCollation && fixedStringLen(tm, i) > 0 {
 					conv[i] = convFixedBinary
@@ -158,7 +156,7 @@ func (d *Decoder) buildTable(tm *replication.TableMapEvent, src sluice.TableRef,
 			conv[i] = convUnsigned
 		case fixedBinaryTypes[strings.ToLower(c.DataType)] && fixedStringLen(tm, i) > 0:
 			conv[i] = convFixedBinary
-		case c.Charset == "binary" || strings.HasPrefix(strings.ToLower(c.Charset), "latin1"):
+		case rawBytesCharset(c.Charset):
 			if isStringType(tm.ColumnType[i]) {
 				conv[i] = convBytes
 			}
