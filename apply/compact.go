@@ -34,13 +34,13 @@ type netRow struct {
 }
 
 type compactor struct {
-	rows  map[string]*netRow
-	order []*netRow
+	rows     map[string]*netRow
+	order    []*netRow
 	other    []*sluice.RowChange // changes of tables that cannot be compacted, in order
 	infos    []*tableInfo        // per change of other
 	otherSrc []*txn              // per change of other: its source transaction
 	cur      *txn                // the transaction build is reading
-	key   []byte
+	key      []byte
 }
 
 func (c *compactor) reset() {

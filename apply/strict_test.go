@@ -88,7 +88,7 @@ func TestMissingRow(t *testing.T) {
 			changes: []string{"UPDATE %s SET v=0 WHERE id=4", "DELETE FROM %s WHERE id>=3"}, key: "`id`=4", missing: 1, opts: runOpts{relaxed: true}},
 		{name: "large", table: "(id INT PRIMARY KEY, v INT, pad VARCHAR(2000))", rows: "(1,1,''),(2,2,''),(3,3,'')", lose: "id=3",
 			changes: []string{"UPDATE %s SET pad=REPEAT('p',2000) WHERE id<=2", "UPDATE %s SET v=30 WHERE id=3", "DELETE FROM %s WHERE id=3"},
-			key: "`id`=3", missing: 2, opts: runOpts{large: 4096}},
+			key:     "`id`=3", missing: 2, opts: runOpts{large: 4096}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -60,11 +60,11 @@ type Status struct {
 	// MissingRows counts the row changes skipped because their row was
 	// not on the target (incremental.on-missing-row: skip).
 	MissingRows uint64 `json:"missing_rows,omitempty"`
-	Reconnects   int     `json:"reconnects"`
-	Restarts     int     `json:"restarts"`
-	RelayFiles   int     `json:"relay_files"`
-	MetricsAddr  string  `json:"metrics_addr,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	Reconnects  int    `json:"reconnects"`
+	Restarts    int    `json:"restarts"`
+	RelayFiles  int    `json:"relay_files"`
+	MetricsAddr string `json:"metrics_addr,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // WriteStatus replaces dir/status.json atomically.
