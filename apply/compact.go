@@ -28,14 +28,19 @@ type netRow struct {
 	before  []any // its image before the group (existed)
 	after   []any // its image after the group; nil: deleted
 	order   int
+	// src is the source transaction of its first change in the group: an
+	// UPDATE or DELETE there is what says the row existed (for messages).
+	src *txn
 }
 
 type compactor struct {
-	rows  map[string]*netRow
-	order []*netRow
-	other []*sluice.RowChange // changes of tables that cannot be compacted, in order
-	infos []*tableInfo        // per change of other
-	key   []byte
+	rows     map[string]*netRow
+	order    []*netRow
+	other    []*sluice.RowChange // changes of tables that cannot be compacted, in order
+	infos    []*tableInfo        // per change of other
+	otherSrc []*txn              // per change of other: its source transaction
+	cur      *txn                // the transaction build is reading
+	key      []byte
 }
 
 func (c *compactor) reset() {
@@ -46,6 +51,7 @@ func (c *compactor) reset() {
 	c.order = c.order[:0]
 	c.other = c.other[:0]
 	c.infos = c.infos[:0]
+	c.otherSrc = c.otherSrc[:0]
 }
 
 // compactable: a primary key and no other unique key.
@@ -80,12 +86,14 @@ func (c *compactor) rowKey(info *tableInfo, row []any) string {
 func (c *compactor) build(u *unit, info func(*sluice.Table) *tableInfo) bool {
 	c.reset()
 	for _, t := range u.txns {
+		c.cur = t
 		for i := range t.changes {
 			ch := &t.changes[i]
 			ti := info(ch.Table)
 			if !compactable(ti) {
 				c.other = append(c.other, ch)
 				c.infos = append(c.infos, ti)
+				c.otherSrc = append(c.otherSrc, t)
 				continue
 			}
 			switch ch.Kind {
@@ -111,7 +119,7 @@ func (c *compactor) build(u *unit, info func(*sluice.Table) *tableInfo) bool {
 				case r != nil && r.info != ti:
 					return false // two tables' keys collided: apply as is
 				case r == nil:
-					r = &netRow{info: ti, existed: true, before: ch.Before, after: ch.After, order: len(c.order)}
+					r = &netRow{info: ti, existed: true, before: ch.Before, after: ch.After, order: len(c.order), src: t}
 					c.rows[kb] = r
 					c.order = append(c.order, r)
 				case r.after == nil:
@@ -132,7 +140,7 @@ func (c *compactor) insert(ti *tableInfo, after []any) bool {
 	case r != nil && r.info != ti:
 		return false
 	case r == nil:
-		r = &netRow{info: ti, after: after, order: len(c.order)}
+		r = &netRow{info: ti, after: after, order: len(c.order), src: c.cur}
 		c.rows[k] = r
 		c.order = append(c.order, r)
 	case r.after != nil:
@@ -150,7 +158,7 @@ func (c *compactor) remove(ti *tableInfo, before []any) bool {
 	case r != nil && r.info != ti:
 		return false
 	case r == nil:
-		r = &netRow{info: ti, existed: true, before: before, order: len(c.order)}
+		r = &netRow{info: ti, existed: true, before: before, order: len(c.order), src: c.cur}
 		c.rows[k] = r
 		c.order = append(c.order, r)
 	case r.after == nil:
