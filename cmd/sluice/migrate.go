@@ -16,8 +16,8 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/dump"
-	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/chunk"
+	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
 	"github.com/sluice-db/sluice/load"
 	"github.com/sluice-db/sluice/task"
