@@ -174,10 +174,7 @@ func parseKey(k string) (sluice.TableRef, error) {
 			return sluice.TableRef{}, fmt.Errorf("bad table key %q", k)
 		}
 		parts = append(parts, b.String())
-		k = k[i+1:]
-		if strings.HasPrefix(k, ".") {
-			k = k[1:]
-		}
+		k = strings.TrimPrefix(k[i+1:], ".")
 	}
 	if len(parts) != 2 {
 		return sluice.TableRef{}, fmt.Errorf("bad table key %q", k)
