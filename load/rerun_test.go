@@ -162,6 +162,21 @@ func TestModeAllRerunResumesReplication(t *testing.T) {
 	if o, e, code := sluice(t, "verify", "--config", cfg); code != 0 {
 		t.Fatalf("verify: exit %d\n%s%s", code, o, e)
 	}
+
+	// A copied table dropped on the target (as a refusal's fix might say):
+	// the rerun loads it again, and only it; the table that replication
+	// made is not copied (it would be refused as holding rows this task
+	// did not load) and keeps its rows.
+	sandboxtest.MustExec(t, dst, "DROP TABLE "+schema+".t")
+	sandboxtest.MustExec(t, src, "INSERT INTO "+schema+".newt VALUES (101, 'x')", "UPDATE "+schema+".t SET v = 'moved' WHERE id = 1")
+	r = startAll(t, cfg)
+	r.waitApplied(t, src, dst, schema)
+	r.stop(t)
+	if out := r.out.String(); !strings.Contains(out, schema+".t is missing on the target") || !strings.Contains(out, "1 tables, snapshot at") {
+		t.Errorf("the rerun did not reload exactly the dropped table:\n%s", out)
+	}
+	sameTables(t, src, dst, schema, schema)
+	checksums(t, src, dst, schema, "t", "k", "newt")
 }
 
 // TestModeAllRerunAfterKillBeforeDDL kills --mode all with SIGKILL while a

@@ -229,15 +229,18 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	}
 	dc := f.dumpConfig(cfg)
 	dc.PlanFor, dc.Done, dc.WholeTable, dc.WholeWave = l.Plan, l.Done, l.WholeTable, cfg.PoolSize
-	if replicating && len(lost) > 0 && l.Resumed() {
+	restricted := false
+	if replicating && l.Resumed() {
 		if done, err := l.CopiedBefore(ctx); err != nil {
 			return nil, err
 		} else if done {
-			// The copy had finished before the lost tables were found: copy
-			// only them. Any other table is replication's (made on the
-			// source after the copy) and keeps its replicated definition.
+			// The copy had finished, and replication may have run since:
+			// copy only the planned tables with chunks to load again (lost
+			// tables). Any other table is replication's (made on the source
+			// after the copy) and keeps its replicated definition and rows.
 			sel := dc.Select
 			dc.Select = func(t sluice.TableRef) bool { return sel(t) && l.Pending(t) }
+			restricted = true
 		}
 	}
 	began := time.Now()
@@ -246,8 +249,10 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		return nil, err
 	}
 	defer d.Close()
-	if err := checkPatterns(cfg, d.Tables()); err != nil {
-		return nil, err
+	if !restricted {
+		if err := checkPatterns(cfg, d.Tables()); err != nil {
+			return nil, err
+		}
 	}
 	specs := make([]load.TableSpec, len(d.Tables()))
 	for i, tp := range d.Tables() {
