@@ -85,12 +85,7 @@ func startTask(t *testing.T, name string, start sluice.Position, schemas ...stri
 	return r
 }
 
-func after(p, q sluice.Position) bool {
-	if p.File != q.File {
-		return len(p.File) > len(q.File) || (len(p.File) == len(q.File) && p.File > q.File)
-	}
-	return p.Pos >= q.Pos
-}
+func after(p, q sluice.Position) bool { return p.Compare(q) >= 0 }
 
 // waitApplied waits until the task has applied the source up to pos, and
 // fails the test with the task's error if it stops first.
