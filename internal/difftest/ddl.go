@@ -85,7 +85,7 @@ func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) [
 	case 4: // ADD INDEX, unique or not
 		var cands []string
 		for _, c := range t.Cols {
-			if indexable(c) {
+			if indexable(c) && !(f.NoBinKeys && caseSensitive(c)) {
 				cands = append(cands, c.Name)
 			}
 		}
@@ -197,6 +197,12 @@ func widen(c Col) string {
 		return fullType(Col{ColumnType: c.DataType + "(6)"})
 	}
 	return fullType(c)
+}
+
+// caseSensitive: binary types and _bin collations.
+func caseSensitive(c Col) bool {
+	return strings.HasSuffix(c.Collation, "_bin") || c.Charset == "binary" || strings.Contains(c.DataType, "binary") ||
+		(c.Collation == "" && (strings.Contains(c.DataType, "char") || strings.Contains(c.DataType, "text")))
 }
 
 // indexable: columns a plain index can cover without a prefix length.

@@ -101,9 +101,21 @@ func TestFixedSeeds(t *testing.T) {
 	}
 }
 
-// knownBugs switches off what hits bugs of issue 13 that are not fixed in
-// this branch yet. Empty once they are.
-var knownBugs = Features{NoUUID: true}
+// knownBugs switches off what hits bugs that are not fixed on this branch
+// yet (issue 13's, and those the tester found: see docs/difftest.md). It
+// shrinks as fixes are merged; empty once they all are.
+var knownBugs = Features{
+	NoUUID:           true, // bugs 1, 2, 7
+	NoFloatKeyless:   true, // bug 3
+	NoKeylessCase:    true, // bug 4
+	NoKeyVariants:    true, // bug 5
+	RerunIncremental: true, // bug 8
+	NoLatin1NoPad:    true, // decode: latin1 NO PAD collations
+	NoBinaryN:        true, // decode: BINARY(n) trailing 0x00
+	NoBinKeys:        true, // apply/compact.go folds case of _bin keys
+	PlainDDL:         true, // schema tracker parser: INVISIBLE, spatial, NO PAD
+	NoDDLInCopy:      true, // dump: a table dropped while the dump starts
+}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()
