@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -35,8 +36,11 @@ type Features struct {
 	PlainDDL bool
 	// NoDDLInCopy holds DDL back until the copy is done (a table dropped
 	// while the dump starts fails it).
-	NoDDLInCopy     bool
-	NoDDL           bool // no DDL between the DML
+	NoDDLInCopy bool
+	NoDDL       bool // no DDL between the DML
+	// DDLKinds, if set, is a comma-separated list of the DDL kinds to
+	// generate (see ddlKinds in ddl.go); a tool for reducing a failure.
+	DDLKinds        string
 	NoKills         bool // no kill -9 of sluice
 	NoTargetRestart bool // no target restarts
 	// RerunIncremental restarts sluice with --mode incremental once the
@@ -114,6 +118,7 @@ func (f *Features) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.NoBinaryN, "no-binary-n", false, "no BINARY(n) columns")
 	fs.BoolVar(&f.PlainDDL, "plain-ddl", false, "no MariaDB-only syntax in tables and columns created by DDL in the stream")
 	fs.BoolVar(&f.NoDDLInCopy, "no-ddl-in-copy", false, "no DDL until the copy is done")
+	fs.StringVar(&f.DDLKinds, "ddl-kinds", "", "only these DDL kinds (comma-separated: "+strings.Join(ddlKinds, ",")+")")
 	fs.BoolVar(&f.NoDDL, "no-ddl", false, "no DDL between the DML")
 	fs.BoolVar(&f.NoKills, "no-kills", false, "no kill -9 of sluice")
 	fs.BoolVar(&f.NoTargetRestart, "no-target-restart", false, "no target restarts")

@@ -41,6 +41,9 @@ func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) [
 	if len(names) >= 8 && kind > 9 {
 		kind = 9 // DROP: keep the schema small
 	}
+	if f.DDLKinds != "" && !strings.Contains(","+f.DDLKinds+",", ","+ddlKinds[kind]+",") {
+		return nil
+	}
 	switch kind {
 	case 0: // ADD COLUMN
 		typ := colType(r, f, false, t.Keyless())
@@ -160,6 +163,9 @@ func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) [
 		return []string{fmt.Sprintf("ALTER TABLE %s ALTER COLUMN `%s` SET DEFAULT %d, COMMENT='d'", qt, c.Name, r.Intn(9))}
 	}
 }
+
+// ddlKinds names the kinds of ddlStmts, in its order.
+var ddlKinds = []string{"addcol", "dropcol", "modify", "change", "addindex", "dropindex", "rename", "swap", "like", "drop", "truncate", "create", "default"}
 
 func (w *workload) newName() string {
 	w.tables++
