@@ -264,5 +264,5 @@ func restore(st ast.StmtNode) ([]string, error) {
 	if err := st.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &sb)); err != nil {
 		return nil, fmt.Errorf("rewrite statement: %w", err)
 	}
-	return []string{sb.String()}, nil
+	return []string{schema.RestoreTypes(sb.String())}, nil
 }

@@ -199,9 +199,19 @@ func equalInts(a, b []int) bool {
 
 // Parse parses one or more SQL statements with the TiDB parser in MySQL
 // mode. The returned nodes may be passed to Apply and rewritten by callers.
+// MariaDB's UUID, INET6 and INET4 column types are parsed as stand-ins
+// (see tracker_types.go): SQL restored from the nodes must go through
+// RestoreTypes before it is run.
 func (t *Tracker) Parse(sqlText string) ([]ast.StmtNode, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	stmts, _, err := t.p.Parse(sqlText, "", "")
+	if err != nil {
+		if rewritten, ok := rewriteMariaDBTypes(sqlText); ok {
+			if s2, _, err2 := t.p.Parse(rewritten, "", ""); err2 == nil {
+				return s2, nil
+			}
+		}
+	}
 	return stmts, err
 }
