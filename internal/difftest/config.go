@@ -38,6 +38,9 @@ type Features struct {
 	// while the dump starts fails it).
 	NoDDLInCopy bool
 	NoDDL       bool // no DDL between the DML
+	// NoDropKey generates no DROP PRIMARY KEY / DROP INDEX (the decoder
+	// keeps the old keys when only keys change).
+	NoDropKey bool
 	// DDLKinds, if set, is a comma-separated list of the DDL kinds to
 	// generate (see ddlKinds in ddl.go); a tool for reducing a failure.
 	DDLKinds        string
@@ -119,6 +122,7 @@ func (f *Features) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.PlainDDL, "plain-ddl", false, "no MariaDB-only syntax in tables and columns created by DDL in the stream")
 	fs.BoolVar(&f.NoDDLInCopy, "no-ddl-in-copy", false, "no DDL until the copy is done")
 	fs.StringVar(&f.DDLKinds, "ddl-kinds", "", "only these DDL kinds (comma-separated: "+strings.Join(ddlKinds, ",")+")")
+	fs.BoolVar(&f.NoDropKey, "no-drop-key", false, "no DROP PRIMARY KEY / DROP INDEX")
 	fs.BoolVar(&f.NoDDL, "no-ddl", false, "no DDL between the DML")
 	fs.BoolVar(&f.NoKills, "no-kills", false, "no kill -9 of sluice")
 	fs.BoolVar(&f.NoTargetRestart, "no-target-restart", false, "no target restarts")

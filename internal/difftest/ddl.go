@@ -111,6 +111,9 @@ func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) [
 		}
 		return []string{fmt.Sprintf("ALTER TABLE %s ADD %s ix%d (%s)", qt, kind, w.next, quoteList(cols))}
 	case 5: // DROP INDEX
+		if f.NoDropKey {
+			return nil
+		}
 		var idx []string
 		rows, err := w.db.QueryContext(ctx, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA=? AND TABLE_NAME=? ORDER BY INDEX_NAME", w.schema, t.Name)
 		if err == nil {
