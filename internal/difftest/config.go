@@ -25,8 +25,9 @@ type Features struct {
 	NoFloatKeyless bool // no FLOAT/DOUBLE columns in tables without a key (bug 3)
 	NoKeylessCase  bool // keyless tables get no case / trailing-space variants of text (bug 4)
 	NoKeyVariants  bool // collated key columns get no non-ASCII case/accent variants (bug 5)
-	// NoBinKeys keeps case-sensitive collations and binary types out of
-	// key columns (compaction folds ASCII case of every key column).
+	// NoBinKeys keeps case-sensitive and NO PAD collations and binary
+	// types out of key columns (compaction folds ASCII case and trailing
+	// spaces of every key column).
 	NoBinKeys     bool
 	NoLatin1NoPad bool // no latin1 NO PAD collations (decode's latin1 list lacks them)
 	NoBinaryN     bool // no BINARY(n) columns (the binlog strips their trailing 0x00)
@@ -116,7 +117,7 @@ func (f *Features) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.NoFloatKeyless, "no-float-keyless", false, "no FLOAT/DOUBLE columns in keyless tables")
 	fs.BoolVar(&f.NoKeylessCase, "no-keyless-case", false, "no case/trailing-space text variants in keyless tables")
 	fs.BoolVar(&f.NoKeyVariants, "no-key-variants", false, "no non-ASCII case/accent variants in collated key columns")
-	fs.BoolVar(&f.NoBinKeys, "no-bin-keys", false, "no _bin or binary key columns")
+	fs.BoolVar(&f.NoBinKeys, "no-bin-keys", false, "no _bin, NO PAD or binary key columns")
 	fs.BoolVar(&f.NoLatin1NoPad, "no-latin1-nopad", false, "no latin1 NO PAD collations")
 	fs.BoolVar(&f.NoBinaryN, "no-binary-n", false, "no BINARY(n) columns")
 	fs.BoolVar(&f.PlainDDL, "plain-ddl", false, "no MariaDB-only syntax in tables and columns created by DDL in the stream")

@@ -181,10 +181,10 @@ func collation(r *rand.Rand, f Features) string {
 	}
 }
 
-// ciCollation draws a case-insensitive collation.
+// ciCollation draws a case-insensitive PAD SPACE collation.
 func ciCollation(r *rand.Rand, f Features) string {
 	for {
-		if c := collation(r, f); strings.HasSuffix(c, "_ci") {
+		if c := collation(r, f); strings.HasSuffix(c, "_ci") && !strings.Contains(c, "nopad") {
 			return c
 		}
 	}
