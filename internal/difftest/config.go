@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -20,12 +21,16 @@ import (
 // fixed yet, so the hunt for other bugs can go on. The zero value turns
 // everything on, which is the default.
 type Features struct {
-	NoUUID          bool // no UUID, INET4, INET6 columns (issue 13 bugs 1, 2, 7)
-	NoFloatKeyless  bool // no FLOAT/DOUBLE columns in tables without a key (bug 3)
-	NoKeylessCase   bool // keyless tables get no case / trailing-space variants of text (bug 4)
-	NoKeyVariants   bool // collated key columns get no non-ASCII case/accent variants (bug 5)
-	NoLatin1NoPad   bool // no latin1 NO PAD collations (decode's latin1 list lacks them)
-	NoBinaryN       bool // no BINARY(n) columns (the binlog strips their trailing 0x00)
+	NoUUID         bool // no UUID, INET4, INET6 columns (issue 13 bugs 1, 2, 7)
+	NoFloatKeyless bool // no FLOAT/DOUBLE columns in tables without a key (bug 3)
+	NoKeylessCase  bool // keyless tables get no case / trailing-space variants of text (bug 4)
+	NoKeyVariants  bool // collated key columns get no non-ASCII case/accent variants (bug 5)
+	// NoBinKeys keeps case-sensitive and NO PAD collations and binary
+	// types out of key columns (compaction folds ASCII case and trailing
+	// spaces of every key column).
+	NoBinKeys     bool
+	NoLatin1NoPad bool // no latin1 NO PAD collations (decode's latin1 list lacks them)
+	NoBinaryN     bool // no BINARY(n) columns (the binlog strips their trailing 0x00)
 	// PlainDDL keeps MariaDB-only syntax (INVISIBLE, spatial types, NO PAD
 	// collations, UUID/INET) out of tables and columns created by DDL in
 	// the stream, which TiDB's parser in the schema tracker cannot read.
@@ -34,6 +39,12 @@ type Features struct {
 	// while the dump starts fails it).
 	NoDDLInCopy bool
 	NoDDL       bool // no DDL between the DML
+	// NoDropKey generates no DROP PRIMARY KEY / DROP INDEX (the decoder
+	// keeps the old keys when only keys change).
+	NoDropKey bool
+	// DDLKinds, if set, is a comma-separated list of the DDL kinds to
+	// generate (see ddlKinds in ddl.go); a tool for reducing a failure.
+	DDLKinds        string
 	NoKills         bool // no kill -9 of sluice
 	NoTargetRestart bool // no target restarts
 	// RerunIncremental restarts sluice with --mode incremental once the
@@ -106,10 +117,13 @@ func (f *Features) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.NoFloatKeyless, "no-float-keyless", false, "no FLOAT/DOUBLE columns in keyless tables")
 	fs.BoolVar(&f.NoKeylessCase, "no-keyless-case", false, "no case/trailing-space text variants in keyless tables")
 	fs.BoolVar(&f.NoKeyVariants, "no-key-variants", false, "no non-ASCII case/accent variants in collated key columns")
+	fs.BoolVar(&f.NoBinKeys, "no-bin-keys", false, "no _bin, NO PAD or binary key columns")
 	fs.BoolVar(&f.NoLatin1NoPad, "no-latin1-nopad", false, "no latin1 NO PAD collations")
 	fs.BoolVar(&f.NoBinaryN, "no-binary-n", false, "no BINARY(n) columns")
 	fs.BoolVar(&f.PlainDDL, "plain-ddl", false, "no MariaDB-only syntax in tables and columns created by DDL in the stream")
 	fs.BoolVar(&f.NoDDLInCopy, "no-ddl-in-copy", false, "no DDL until the copy is done")
+	fs.StringVar(&f.DDLKinds, "ddl-kinds", "", "only these DDL kinds (comma-separated: "+strings.Join(ddlKinds, ",")+")")
+	fs.BoolVar(&f.NoDropKey, "no-drop-key", false, "no DROP PRIMARY KEY / DROP INDEX")
 	fs.BoolVar(&f.NoDDL, "no-ddl", false, "no DDL between the DML")
 	fs.BoolVar(&f.NoKills, "no-kills", false, "no kill -9 of sluice")
 	fs.BoolVar(&f.NoTargetRestart, "no-target-restart", false, "no target restarts")

@@ -53,8 +53,9 @@ var fixedSeeds = []struct {
 	seed int64
 	why  string
 }{
-	{2, "source order; first generated set"},
-	{3, "relaxed order; kill in the copy"},
+	{1, "relaxed order; a kill in the copy, kills and target restarts in replication"},
+	{4, "source order; kills, target restarts, DDL of every kind (found the DROP PRIMARY KEY and _bin-key compaction bugs)"},
+	{6, "source order; a kill in the copy"},
 }
 
 type testWriter struct{ t *testing.T }
@@ -101,9 +102,19 @@ func TestFixedSeeds(t *testing.T) {
 	}
 }
 
-// knownBugs switches off what hits bugs of issue 13 that are not fixed in
-// this branch yet. Empty once they are.
-var knownBugs = Features{NoUUID: true}
+// knownBugs switches off what hits bugs that are not fixed on this branch
+// yet (issue 13's, and those the tester found: see docs/difftest.md). It
+// shrinks as fixes are merged; empty once they all are.
+var knownBugs = Features{
+	NoFloatKeyless:   true, // bug 3
+	NoKeylessCase:    true, // bug 4
+	NoKeyVariants:    true, // bug 5
+	RerunIncremental: true, // bug 8
+	NoBinKeys:        true, // apply/compact.go folds case and trailing spaces of _bin / NO PAD keys
+	PlainDDL:         true, // schema tracker parser: INVISIBLE, spatial, NO PAD
+	NoDDLInCopy:      true, // dump: a table dropped while the dump starts
+	NoDropKey:        true, // decode: stale keys after DROP PRIMARY KEY / DROP INDEX
+}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()

@@ -181,6 +181,15 @@ func collation(r *rand.Rand, f Features) string {
 	}
 }
 
+// ciCollation draws a case-insensitive PAD SPACE collation.
+func ciCollation(r *rand.Rand, f Features) string {
+	for {
+		if c := collation(r, f); strings.HasSuffix(c, "_ci") && !strings.Contains(c, "nopad") {
+			return c
+		}
+	}
+}
+
 func pick[T any](r *rand.Rand, xs []T) T { return xs[r.Intn(len(xs))] }
 
 // colType returns a random column type over the whole 10.11 type set. key
@@ -204,15 +213,23 @@ func colType(r *rand.Rand, f Features, key, keyless bool) string {
 		return fmt.Sprintf("BINARY(%d)", n)
 	}
 	if key {
+		keyText := func(kind string, n int) string {
+			if !f.NoBinKeys {
+				return text(kind, n)
+			}
+			return fmt.Sprintf("%s(%d) CHARACTER SET %s", kind, n, ciCollation(r, f))
+		}
 		opts := []func() string{
 			intType, intType,
-			func() string { return text("VARCHAR", 1+r.Intn(40)) },
-			func() string { return text("CHAR", 1+r.Intn(8)) },
+			func() string { return keyText("VARCHAR", 1+r.Intn(40)) },
+			func() string { return keyText("CHAR", 1+r.Intn(8)) },
 			func() string { return fmt.Sprintf("DECIMAL(%d,%d)", 6+r.Intn(10), r.Intn(4)) },
 			func() string { return "DATE" },
 			func() string { return fmt.Sprintf("DATETIME(%d)", r.Intn(7)) },
-			func() string { return fmt.Sprintf("VARBINARY(%d)", 1+r.Intn(16)) },
-			func() string { return binary(1 + r.Intn(6)) },
+		}
+		if !f.NoBinKeys {
+			opts = append(opts, func() string { return fmt.Sprintf("VARBINARY(%d)", 1+r.Intn(16)) },
+				func() string { return binary(1 + r.Intn(6)) })
 		}
 		if !f.NoUUID && !f.plain() {
 			opts = append(opts, func() string { return pick(r, []string{"UUID", "INET4", "INET6"}) })
@@ -230,7 +247,9 @@ func colType(r *rand.Rand, f Features, key, keyless bool) string {
 		func() string { return "YEAR" },
 		func() string { return text("VARCHAR", 1+r.Intn(60)) },
 		func() string { return text("CHAR", 1+r.Intn(10)) },
-		func() string { return pick(r, []string{"TINYTEXT", "TEXT", "MEDIUMTEXT"}) + " CHARACTER SET " + collation(r, f) },
+		func() string {
+			return pick(r, []string{"TINYTEXT", "TEXT", "MEDIUMTEXT"}) + " CHARACTER SET " + collation(r, f)
+		},
 		func() string { return binary(1 + r.Intn(8)) },
 		func() string { return fmt.Sprintf("VARBINARY(%d)", 1+r.Intn(40)) },
 		func() string { return pick(r, []string{"TINYBLOB", "BLOB", "MEDIUMBLOB"}) },
@@ -298,8 +317,12 @@ func createTable(r *rand.Rand, f Features, schema, name string, next *int) strin
 	case shapeNullableUnique:
 		uniq = append(uniq, addKeyCol(colType(r, f, true, true), true))
 	case shapeCompositeText:
-		pk = append(pk, addKeyCol(fmt.Sprintf("VARCHAR(%d) CHARACTER SET %s", 2+r.Intn(20), collation(r, f)), false))
-		pk = append(pk, addKeyCol(fmt.Sprintf("CHAR(%d) CHARACTER SET %s", 1+r.Intn(4), collation(r, f)), false))
+		coll := collation
+		if f.NoBinKeys {
+			coll = ciCollation
+		}
+		pk = append(pk, addKeyCol(fmt.Sprintf("VARCHAR(%d) CHARACTER SET %s", 2+r.Intn(20), coll(r, f)), false))
+		pk = append(pk, addKeyCol(fmt.Sprintf("CHAR(%d) CHARACTER SET %s", 1+r.Intn(4), coll(r, f)), false))
 		if r.Intn(2) == 0 {
 			pk = append(pk, addKeyCol("TINYINT UNSIGNED", false))
 		}
@@ -326,6 +349,9 @@ func createTable(r *rand.Rand, f Features, schema, name string, next *int) strin
 		if strings.HasPrefix(typ, "VARCHAR") && !strings.Contains(typ, "binary") {
 			textCol = name
 		}
+	}
+	if f.plain() {
+		intCol, textCol = "", "" // the tracker's restore adds _utf8mb4 introducers to generation expressions
 	}
 	if intCol != "" && r.Intn(2) == 0 {
 		defs = append(defs, fmt.Sprintf("`%s` BIGINT AS (`%s` * 2 + 1) %s", newName(""), intCol, pick(r, []string{"VIRTUAL", "STORED"})))
