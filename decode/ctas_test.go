@@ -1,6 +1,7 @@
 package decode_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -27,43 +28,58 @@ func TestCreateSelectExactlyOnce(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
 		t.Fatalf("build sluice: %v: %s", err, out)
 	}
+	for _, order := range []string{"source", "relaxed"} {
+		t.Run(order, func(t *testing.T) { createSelectScenario(t, bin, "ct_"+order, order) })
+	}
+}
+
+func createSelectScenario(t *testing.T, bin, db, order string) {
 	src := sandboxtest.MustOpen(t, srcInst, "")
 	dst := sandboxtest.MustOpen(t, dstInst, "")
 	start := masterStatus(t, src)
-	sandboxtest.MustExec(t, src, "CREATE DATABASE ct",
+	sandboxtest.MustExec(t, src, "CREATE DATABASE "+db,
 		// A keyed one with MariaDB types, values ending in zero bytes.
-		"CREATE TABLE ct.k (id INT PRIMARY KEY, u UUID, i INET4) SELECT seq AS id, CONCAT('123e4567-e89b-12d3-a456-', LPAD(HEX(seq * 256), 12, '0')) AS u, CONCAT(seq, '.0.0.0') AS i FROM ct.seq_1_to_50",
+		"CREATE TABLE "+db+".k (id INT PRIMARY KEY, u UUID, i INET4) SELECT seq AS id, CONCAT('123e4567-e89b-12d3-a456-', LPAD(HEX(seq * 256), 12, '0')) AS u, CONCAT(seq, '.0.0.0') AS i FROM "+db+".seq_1_to_50",
 		// No rows: the group holds the CREATE and a COMMIT.
-		"CREATE TABLE ct.empty SELECT * FROM ct.k WHERE 0",
+		"CREATE TABLE "+db+".empty SELECT * FROM "+db+".k WHERE 0",
 		// Large and keyless: a row applied twice would be an extra row.
-		"CREATE TABLE ct.big SELECT seq AS a, CONCAT('row ', seq) AS b, IF(seq % 3 = 0, NULL, seq * 2) AS c FROM ct.seq_1_to_300000",
-		"INSERT INTO ct.big VALUES (1, 'after', NULL)",
-		"UPDATE ct.k SET u = NULL WHERE id = 3",
-		"INSERT INTO ct.empty SELECT * FROM ct.k WHERE id < 5",
-		// Inside a row transaction a temporary table still changes nothing
-		// on the target, and rows selected from it do.
-		"CREATE TEMPORARY TABLE ct.tmp (a INT)",
-		"INSERT INTO ct.tmp VALUES (7), (8)",
-		"INSERT INTO ct.big SELECT a, 'from tmp', a FROM ct.tmp",
+		"CREATE TABLE "+db+".big SELECT seq AS a, CONCAT('row ', seq) AS b, IF(seq % 3 = 0, NULL, seq * 2) AS c FROM "+db+".seq_1_to_300000",
+		"INSERT INTO "+db+".big VALUES (1, 'after', NULL)",
+		"UPDATE "+db+".k SET u = NULL WHERE id = 3",
+		"INSERT INTO "+db+".empty SELECT * FROM "+db+".k WHERE id < 5",
 	)
+	// A temporary table (one session's) still changes nothing on the
+	// target, and rows selected from it do.
+	conn, err := src.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"CREATE TEMPORARY TABLE " + db + ".tmp (a INT)", "INSERT INTO " + db + ".tmp VALUES (7), (8)",
+		"INSERT INTO " + db + ".big SELECT a, 'from tmp', a FROM " + db + ".tmp", "DROP TEMPORARY TABLE " + db + ".tmp"} {
+		if _, err := conn.ExecContext(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn.Close()
 	end := masterStatus(t, src)
-	ddlEnd := createEventEnd(t, src, end.File, "CREATE TABLE `ct`.`big`")
+	ddlEnd := createEventEnd(t, src, end.File, "CREATE TABLE `"+db+"`.`big`")
 
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
 	taskFile := filepath.Join(dir, "task.yaml")
-	yaml := fmt.Sprintf(`name: ctas
+	yaml := fmt.Sprintf(`name: %s
 source: {host: 127.0.0.1, port: %d, user: root, password: ""}
 target: {host: 127.0.0.1, port: %d, user: root, password: ""}
-tables: {include: ["ct.*"]}
+tables: {include: ["%s.*"]}
 dir: %s
 incremental:
   binlog-file: %s
   binlog-pos: %d
+  commit-order: %s
   worker-count: 4
   batch: 20
   metrics-addr: "127.0.0.1:0"
-`, srcInst.Port, dstInst.Port, stateDir, start.File, start.Pos)
+`, db, srcInst.Port, dstInst.Port, db, stateDir, start.File, start.Pos, order)
 	if err := os.WriteFile(taskFile, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -85,18 +101,18 @@ incremental:
 	}
 	logTail := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 
-	// Run 1: kill once the CREATE of ct.big is checkpointed.
+	// Run 1: kill once the CREATE of "+db+".big is checkpointed.
 	cmd, exited := run()
 	for at := false; !at; {
 		var n int
-		err := dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.apply_checkpoint WHERE task = 'ctas' AND binlog_file = ? AND binlog_pos = ?", end.File, ddlEnd).Scan(&n)
+		err := dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.apply_checkpoint WHERE task = ? AND binlog_file = ? AND binlog_pos = ?", db, end.File, ddlEnd).Scan(&n)
 		at = err == nil && n > 0
 		if at {
 			break
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("sluice exited before the CREATE of ct.big was applied (%v); log:\n%s", err, logTail())
+			t.Fatalf("sluice exited before the CREATE of "+db+".big was applied (%v); log:\n%s", err, logTail())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -105,11 +121,11 @@ incremental:
 	}
 	<-exited
 	var rows int
-	if err := dst.QueryRow("SELECT COUNT(*) FROM ct.big").Scan(&rows); err != nil {
-		t.Fatalf("ct.big after the kill: %v", err)
+	if err := dst.QueryRow("SELECT COUNT(*) FROM " + db + ".big").Scan(&rows); err != nil {
+		t.Fatalf("%s.big after the kill: %v", db, err)
 	}
 	if rows != 0 {
-		t.Fatalf("the kill came after ct.big's rows committed (%d rows): it did not land between the CREATE and its rows", rows)
+		t.Fatalf("the kill came after "+db+".big's rows committed (%d rows): it did not land between the CREATE and its rows", rows)
 	}
 
 	// Run 2: resumes inside the CTAS group, catches up, stops cleanly.
@@ -131,9 +147,9 @@ incremental:
 	if err := <-exited; err != nil {
 		t.Fatalf("sluice after SIGTERM: %v; log:\n%s", err, logTail())
 	}
-	sameTables(t, "ct", "k", "empty", "big")
+	sameTables(t, db, "k", "empty", "big")
 	var tmp int
-	if err := dst.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'ct' AND TABLE_NAME = 'tmp'").Scan(&tmp); err != nil || tmp != 0 {
+	if err := dst.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'tmp'", db).Scan(&tmp); err != nil || tmp != 0 {
 		t.Errorf("the temporary table reached the target (%d, %v)", tmp, err)
 	}
 	if t.Failed() {
