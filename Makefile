@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 APT_PKGS  := mariadb-server mariadb-client sysbench mydumper
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build deps test test-short lint demo bench-full-import bench-replication bench-dtx bench-oltp clean
+.PHONY: all build deps test test-short lint difftest demo bench-full-import bench-replication bench-dtx bench-oltp clean
 
 all: build
 
@@ -43,6 +43,16 @@ test: deps lint
 
 test-short: deps
 	$(GO) test -short -count=1 ./...
+
+# difftest runs the randomized differential tester on SEEDS seeds from SEED,
+# DURATION of workload each (docs/manual/difftest.md). DIFFTEST_FLAGS passes
+# more, e.g. -order relaxed or -no-uuid. A short fixed set of seeds runs in
+# `make test` (internal/difftest).
+SEEDS    ?= 10
+SEED     ?= 1
+DURATION ?= 60s
+difftest: deps
+	$(GO) run ./cmd/difftest -seeds $(SEEDS) -seed $(SEED) -duration $(DURATION) $(DIFFTEST_FLAGS)
 
 # demo: start a source and a target sandbox, fill the source with sysbench,
 # migrate, verify, and print the summary.

@@ -7,6 +7,7 @@ package sluice
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -39,6 +40,73 @@ func (p Position) String() string {
 		s += " gtid=" + p.GTIDSet
 	}
 	return s
+}
+
+// Compare orders two positions of one binlog sequence: -1 when p is before
+// q, 0 when equal, +1 when after. Files are ordered by the number after the
+// last dot of the name, not as text: mysql-bin.999999 comes before
+// mysql-bin.1000000 (the server widens the suffix past six digits). Within a
+// file the offset decides. GTID sets are not consulted.
+//
+// A position with no file is before every position with one (an empty
+// checkpoint is the start). Positions of different sequences (other base
+// names, or a name without a numeric suffix) have no true order; Compare
+// then orders them by the file name as text so that it stays a total order,
+// and a caller that may see two sequences must check SameSequence first.
+func (p Position) Compare(q Position) int {
+	switch {
+	case p.File == q.File:
+		return cmpUint(uint64(p.Pos), uint64(q.Pos))
+	case p.File == "":
+		return -1
+	case q.File == "":
+		return 1
+	}
+	pb, pn, pok := splitBinlogName(p.File)
+	qb, qn, qok := splitBinlogName(q.File)
+	if !pok || !qok || pb != qb {
+		return strings.Compare(p.File, q.File)
+	}
+	if c := cmpUint(pn, qn); c != 0 {
+		return c
+	}
+	// Same number written with other zero padding (000010 vs 10): one file.
+	return cmpUint(uint64(p.Pos), uint64(q.Pos))
+}
+
+// SameSequence reports whether both positions name files of one binlog
+// sequence (same base name, numeric suffixes), so that Compare is meaningful.
+// An empty file belongs to every sequence.
+func (p Position) SameSequence(q Position) bool {
+	if p.File == "" || q.File == "" {
+		return true
+	}
+	pb, _, pok := splitBinlogName(p.File)
+	qb, _, qok := splitBinlogName(q.File)
+	return pok && qok && pb == qb
+}
+
+// splitBinlogName splits "mysql-bin.000012" into ("mysql-bin", 12, true).
+func splitBinlogName(f string) (string, uint64, bool) {
+	i := strings.LastIndexByte(f, '.')
+	if i < 0 || i == len(f)-1 {
+		return f, 0, false
+	}
+	n, err := strconv.ParseUint(f[i+1:], 10, 64)
+	if err != nil {
+		return f, 0, false
+	}
+	return f[:i], n, true
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // TableRef names a table.
@@ -78,7 +146,10 @@ type Table struct {
 	// UniqueKeys holds every unique key (primary included) as column indexes;
 	// the replication scheduler builds writesets from them.
 	UniqueKeys [][]int `json:"unique_keys"`
-	CreateSQL  string  `json:"create_sql,omitempty"`
+	// UniqueKeyNames names each of UniqueKeys ("PRIMARY" for the primary
+	// key), when known, so that a later DROP INDEX finds it.
+	UniqueKeyNames []string `json:"unique_key_names,omitempty"`
+	CreateSQL      string   `json:"create_sql,omitempty"`
 }
 
 // HasKey reports whether rows can be identified by a key.

@@ -2,7 +2,6 @@ package apply
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/sqlgen"
@@ -59,27 +58,40 @@ func compactable(info *tableInfo) bool {
 	return !info.spec.Keyless && len(info.keys) == 1 && len(info.spec.Key) == len(info.keys[0])
 }
 
-// rowKey identifies a row: table and primary key values, folded the way
-// the writeset folds them (ASCII case, trailing spaces). Folding can only
-// merge rows a case-sensitive key keeps apart, which shows up as an
-// anomaly and abandons compaction.
+// rowKey identifies a row: table and primary key values, by their exact
+// bytes. Row images carry the bytes the source stored, so every change of
+// one row shows the same key bytes until an UPDATE changes them, and that
+// UPDATE is split into the old row going and the new one coming. Folding
+// case or trailing spaces here (as writesets may) would merge two rows that
+// a _bin, binary or NO PAD key keeps apart, and the merged changes would
+// land on the wrong row without any anomaly to abandon compaction.
 func (c *compactor) rowKey(info *tableInfo, row []any) string {
 	b := strconv.AppendUint(c.key[:0], info.id, 16)
 	for _, ci := range info.spec.Key {
-		b = append(b, 0)
 		switch v := row[ci].(type) {
 		case string:
-			b = append(b, strings.ToLower(strings.TrimRight(v, " "))...)
+			b = appendLenBytes(b, 's', v)
 		case []byte:
-			b = append(b, strings.ToLower(strings.TrimRight(string(v), " "))...)
+			b = appendLenBytes(b, 's', string(v))
 		default:
 			// A SQL literal is a deterministic, per-type unique encoding;
 			// key columns are never NULL.
+			b = append(b, 'v')
 			b = sqlgen.AppendValue(b, v)
+			b = append(b, 0)
 		}
 	}
 	c.key = b
 	return string(b)
+}
+
+// appendLenBytes appends a tag, the length and the bytes of s, so that no
+// byte inside a value can be read as a separator.
+func appendLenBytes(b []byte, tag byte, s string) []byte {
+	b = append(b, tag)
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
 }
 
 // build computes the net changes of a group; false means apply it as is.

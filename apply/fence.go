@@ -73,13 +73,10 @@ func (a *Applier) fenceOld(ctx context.Context) error {
 }
 
 // before reports whether position p is at or before q in the same binlog
-// sequence (file names sort in order).
+// sequence; an unknown position is before nothing.
 func before(p, q sluice.Position) bool {
 	if q.File == "" || p.File == "" {
 		return false
 	}
-	if p.File != q.File {
-		return p.File < q.File
-	}
-	return p.Pos <= q.Pos
+	return p.Compare(q) <= 0
 }

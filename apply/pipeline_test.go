@@ -131,12 +131,7 @@ func seed(tb testing.TB, task string, srcDB *sql.DB) sluice.Position {
 	return p
 }
 
-func after(p, until sluice.Position) bool {
-	if p.File != until.File {
-		return p.File > until.File
-	}
-	return p.Pos >= until.Pos
-}
+func after(p, until sluice.Position) bool { return p.Compare(until) >= 0 }
 
 // replicate runs source -> decode -> apply for a task from its checkpoint
 // until the source position o.until is applied, like the orchestrator does

@@ -115,7 +115,7 @@ func collect(t *testing.T, r *binlog.Reader, until sluice.Position) []*replicati
 	var evs []*replication.BinlogEvent
 	var at sluice.Position
 	for {
-		if at.File > until.File || (at.File == until.File && at.Pos >= until.Pos) {
+		if at.Compare(until) >= 0 {
 			return evs
 		}
 		ev, err := r.GetEvent(ctx)

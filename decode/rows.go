@@ -3,6 +3,7 @@ package decode
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -13,10 +14,11 @@ import (
 
 // Value conversions a column needs before its values can be written.
 const (
-	convNone       uint8 = iota
-	convBytes            // non-UTF-8 text: write the raw bytes, never re-encode
-	convUnsigned         // integer decoded as signed because the event lacked signedness
-	convUnsigned24       // the same for MEDIUMINT, which arrives as a sign-extended int32
+	convNone        uint8 = iota
+	convBytes             // non-UTF-8 text: write the raw bytes, never re-encode
+	convUnsigned          // integer decoded as signed because the event lacked signedness
+	convUnsigned24        // the same for MEDIUMINT, which arrives as a sign-extended int32
+	convFixedBinary       // BINARY(N), UUID, INET6, INET4: restore the trailing 0x00 bytes the binlog strips
 )
 
 // tableEntry caches one source table's decoded shape. It is rebuilt when the
@@ -24,10 +26,13 @@ const (
 type tableEntry struct {
 	selected   bool
 	colTypes   []byte
+	colMeta    []uint16 // lengths: BINARY(4) -> BINARY(8) keeps the types
 	names      [][]byte
+	shape      mapShape // the rest of the table map that shapes the table
 	trackerVer uint64
 	table      *sluice.Table // Ref is the target (routed) name
 	conv       []uint8
+	fixedLen   []int // byte length of each convFixedBinary column
 	anyConv    bool
 }
 
@@ -51,11 +56,13 @@ func (d *Decoder) entry(tm *replication.TableMapEvent, pos sluice.Position) (*ta
 	key := string(tm.Schema) + "\x00" + string(tm.Table)
 	e := d.tables[key]
 	ver := d.tracker.Version()
-	if e != nil && (!e.selected || (bytes.Equal(e.colTypes, tm.ColumnType) && sameNames(e.names, tm.ColumnName) && (len(tm.ColumnName) > 0 || e.trackerVer == ver))) {
+	if e != nil && (!e.selected || (e.trackerVer == ver && bytes.Equal(e.colTypes, tm.ColumnType) && slices.Equal(e.colMeta, tm.ColumnMeta) &&
+		sameNames(e.names, tm.ColumnName) && e.shape.same(tm))) {
 		return e, nil
 	}
 	src := sluice.TableRef{Schema: string(tm.Schema), Name: string(tm.Table)}
-	e = &tableEntry{selected: d.selected(src), colTypes: append([]byte(nil), tm.ColumnType...), trackerVer: ver}
+	e = &tableEntry{selected: d.selected(src), colTypes: append([]byte(nil), tm.ColumnType...), colMeta: slices.Clone(tm.ColumnMeta),
+		shape: shapeOf(tm), trackerVer: ver}
 	for _, n := range tm.ColumnName {
 		e.names = append(e.names, append([]byte(nil), n...))
 	}
@@ -69,10 +76,34 @@ func (d *Decoder) entry(tm *replication.TableMapEvent, pos sluice.Position) (*ta
 		return nil, err
 	}
 	e.table, e.conv = tb, conv
+	e.fixedLen = fixedBinaryLengths(tm, conv)
 	for _, c := range conv {
 		e.anyConv = e.anyConv || c != convNone
 	}
 	return e, nil
+}
+
+// mapShape is what else in a table map, besides column types, lengths and
+// names, changes the decoded table: the primary key (a DROP PRIMARY KEY
+// keeps every column as it is), nullability, signedness and charsets. The
+// unique keys come from the tracker, so a cached entry is also rebuilt
+// whenever the tracker's version moves (after any DDL).
+type mapShape struct {
+	pk, pkPrefix, charset, colCharset, enumCharset, enumColCharset []uint64
+	nulls, signs, visible                                          []byte
+}
+
+func shapeOf(tm *replication.TableMapEvent) mapShape {
+	return mapShape{slices.Clone(tm.PrimaryKey), slices.Clone(tm.PrimaryKeyPrefix), slices.Clone(tm.DefaultCharset), slices.Clone(tm.ColumnCharset),
+		slices.Clone(tm.EnumSetDefaultCharset), slices.Clone(tm.EnumSetColumnCharset),
+		bytes.Clone(tm.NullBitmap), bytes.Clone(tm.SignednessBitmap), bytes.Clone(tm.VisibilityBitmap)}
+}
+
+func (s *mapShape) same(tm *replication.TableMapEvent) bool {
+	return slices.Equal(s.pk, tm.PrimaryKey) && slices.Equal(s.pkPrefix, tm.PrimaryKeyPrefix) && slices.Equal(s.charset, tm.DefaultCharset) &&
+		slices.Equal(s.colCharset, tm.ColumnCharset) && slices.Equal(s.enumCharset, tm.EnumSetDefaultCharset) &&
+		slices.Equal(s.enumColCharset, tm.EnumSetColumnCharset) && bytes.Equal(s.nulls, tm.NullBitmap) &&
+		bytes.Equal(s.signs, tm.SignednessBitmap) && bytes.Equal(s.visible, tm.VisibilityBitmap)
 }
 
 func sameNames(a, b [][]byte) bool {
@@ -86,8 +117,6 @@ func sameNames(a, b [][]byte) bool {
 	}
 	return true
 }
-
-var latin1Collations = map[uint64]bool{5: true, 8: true, 15: true, 31: true, 47: true, 48: true, 49: true, 94: true}
 
 const binaryCollation = 63
 
@@ -107,8 +136,11 @@ func (d *Decoder) buildTable(tm *replication.TableMapEvent, src sluice.TableRef,
 		for i := 0; i < n; i++ {
 			_, nullable := tm.Nullable(i)
 			c := sluice.Column{Name: names[i], DataType: typeName(tm.ColumnType[i]), Nullable: nullable, Unsigned: unsigned[i]}
-			if id, ok := coll[i]; ok && (latin1Collations[id] || id == binaryCollation) {
+			if id, ok := coll[i]; ok && rawBytesCollation(id) {
 				conv[i] = convBytes
+				if id == binaryCollation && fixedStringLen(tm, i) > 0 {
+					conv[i] = convFixedBinary
+				}
 			}
 			if tracked != nil && strings.EqualFold(tracked.Columns[i].Name, c.Name) {
 				c.Generated = tracked.Columns[i].Generated
@@ -148,7 +180,9 @@ func (d *Decoder) buildTable(tm *replication.TableMapEvent, src sluice.TableRef,
 			conv[i] = convUnsigned24
 		case c.Unsigned && isIntType(tm.ColumnType[i]):
 			conv[i] = convUnsigned
-		case c.Charset == "binary" || strings.HasPrefix(strings.ToLower(c.Charset), "latin1"):
+		case fixedBinaryTypes[strings.ToLower(c.DataType)] && fixedStringLen(tm, i) > 0:
+			conv[i] = convFixedBinary
+		case rawBytesCharset(c.Charset):
 			if isStringType(tm.ColumnType[i]) {
 				conv[i] = convBytes
 			}
@@ -156,6 +190,52 @@ func (d *Decoder) buildTable(tm *replication.TableMapEvent, src sluice.TableRef,
 	}
 	tb.PK, tb.PKIsPrimary, tb.UniqueKeys = tracked.PK, tracked.PKIsPrimary, tracked.UniqueKeys
 	return tb, conv, nil
+}
+
+// fixedBinaryTypes are the column types whose values have a fixed byte
+// length and the binary collation: MariaDB logs them as MYSQL_TYPE_STRING
+// and, like every CHAR, strips their trailing pad bytes (0x00 for binary).
+var fixedBinaryTypes = map[string]bool{"binary": true, "uuid": true, "inet6": true, "inet4": true}
+
+// fixedStringLen is the declared byte length of column i when the table map
+// says it is a fixed-length string (CHAR, BINARY and MariaDB's UUID, INET6
+// and INET4 types, which are logged as binary strings), or 0. The length
+// comes from the column's metadata, decoded as go-mysql and the server do
+// (the high bits of long CHAR lengths hide in the type byte).
+func fixedStringLen(tm *replication.TableMapEvent, i int) int {
+	if i >= len(tm.ColumnType) || i >= len(tm.ColumnMeta) || tm.ColumnType[i] != mysql.MYSQL_TYPE_STRING {
+		return 0
+	}
+	meta := tm.ColumnMeta[i]
+	if meta < 256 {
+		return int(meta)
+	}
+	b0, b1 := uint8(meta>>8), uint8(meta&0xFF)
+	if b0&0x30 != 0x30 {
+		if b0|0x30 != mysql.MYSQL_TYPE_STRING {
+			return 0
+		}
+		return int(uint16(b1) | uint16((b0&0x30)^0x30)<<4)
+	}
+	if b0 != mysql.MYSQL_TYPE_STRING {
+		return 0 // ENUM or SET
+	}
+	return int(b1)
+}
+
+// fixedBinaryLengths records the byte length of each convFixedBinary column.
+func fixedBinaryLengths(tm *replication.TableMapEvent, conv []uint8) []int {
+	var out []int
+	for i, c := range conv {
+		if c != convFixedBinary {
+			continue
+		}
+		if out == nil {
+			out = make([]int, len(conv))
+		}
+		out[i] = fixedStringLen(tm, i)
+	}
+	return out
 }
 
 func sameColumnNames(a, b *sluice.Table) bool {
@@ -263,7 +343,7 @@ func (d *Decoder) rows(et replication.EventType, e *replication.RowsEvent, pos s
 	}
 	if ent.anyConv {
 		for _, r := range e.Rows {
-			convertRow(r, ent.conv)
+			convertRow(r, ent.conv, ent.fixedLen)
 		}
 	}
 	var changes []sluice.RowChange
@@ -287,7 +367,7 @@ func (d *Decoder) rows(et replication.EventType, e *replication.RowsEvent, pos s
 	return nil
 }
 
-func convertRow(r []any, conv []uint8) {
+func convertRow(r []any, conv []uint8, fixedLen []int) {
 	for i, c := range conv {
 		if c == convNone || i >= len(r) || r[i] == nil {
 			continue
@@ -297,6 +377,22 @@ func convertRow(r []any, conv []uint8) {
 			if s, ok := r[i].(string); ok {
 				r[i] = []byte(s)
 			}
+		case convFixedBinary:
+			// The binlog drops trailing 0x00 bytes; the server stores and
+			// compares the full length, and UUID/INET6/INET4 accept a
+			// binary value only at exactly their native length.
+			var b []byte
+			switch v := r[i].(type) {
+			case string:
+				b = make([]byte, max(len(v), fixedLen[i]))
+				copy(b, v)
+			case []byte:
+				b = make([]byte, max(len(v), fixedLen[i]))
+				copy(b, v)
+			default:
+				continue
+			}
+			r[i] = b
 		case convUnsigned:
 			switch v := r[i].(type) {
 			case int8:

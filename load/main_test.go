@@ -156,6 +156,18 @@ func tableRows(t *testing.T, db *sql.DB, schema, table string) []string {
 	return out
 }
 
+// tableChecksum is CHECKSUM TABLE ... EXTENDED: the server's own digest of
+// the stored rows, independent of how tableRows prints them.
+func tableChecksum(t *testing.T, db *sql.DB, schema, table string) string {
+	t.Helper()
+	var name string
+	var sum sql.NullInt64
+	if err := db.QueryRow("CHECKSUM TABLE `"+schema+"`.`"+table+"` EXTENDED").Scan(&name, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(sum.Int64, sum.Valid)
+}
+
 // createBody is SHOW CREATE TABLE without the table name line.
 func createBody(t *testing.T, db *sql.DB, schema, table string) string {
 	t.Helper()
@@ -190,6 +202,9 @@ func sameTables(t *testing.T, src, dst *sql.DB, srcSchema, dstSchema string) {
 	for _, tb := range tables {
 		if a, b := createBody(t, src, srcSchema, tb), createBody(t, dst, dstSchema, tb); a != b {
 			t.Errorf("%s: definitions differ:\nsource: %s\ntarget: %s", tb, a, b)
+		}
+		if a, b := tableChecksum(t, src, srcSchema, tb), tableChecksum(t, dst, dstSchema, tb); a != b {
+			t.Errorf("%s: CHECKSUM TABLE differs: source %s, target %s", tb, a, b)
 		}
 		a, b := tableRows(t, src, srcSchema, tb), tableRows(t, dst, dstSchema, tb)
 		if len(a) != len(b) {

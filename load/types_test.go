@@ -57,6 +57,17 @@ var typeMatrix = []string{
 	`INSERT INTO ty.nokey VALUES (1,'x'),(1,'x'),(NULL,NULL),(2,'')`,
 	`CREATE TABLE ty.geo (id INT PRIMARY KEY, p POINT, g GEOMETRY, l LINESTRING NOT NULL)`,
 	`INSERT INTO ty.geo VALUES (1, ST_GeomFromText('POINT(1.5 -2.25)'), ST_GeomFromText('POLYGON((0 0,1 0,1 1,0 0))'), ST_GeomFromText('LINESTRING(0 0,1e300 -1e-300)')), (2, NULL, NULL, ST_GeomFromText('LINESTRING(1 1,2 2)'))`,
+	// MariaDB's own fixed-length types (issue 13 bug 2): edge values, values
+	// whose last bytes are zero, NULL, a UUID primary key to chunk by, and
+	// an INET6 whose text form is 16 characters long, like its binary form.
+	`CREATE TABLE ty.fbt (u UUID PRIMARY KEY, a INET6, b INET4, c BINARY(4), n INT)`,
+	`INSERT INTO ty.fbt VALUES
+ ('00000000-0000-0000-0000-000000000000', '::', '0.0.0.0', X'00000000', 1),
+ ('ffffffff-ffff-ffff-ffff-ffffffffffff', 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', '255.255.255.255', X'FFFFFFFF', 2),
+ ('123e4567-e89b-12d3-a456-426614174000', 'ffff:ffff:ffff::', '1.0.0.0', X'61000000', 3),
+ ('12345678-9abc-4def-8000-000000000000', '1::', '10.0.0.0', X'00000001', 4),
+ ('00000000-0000-4000-8000-000000000001', '::1', '0.0.0.1', NULL, NULL),
+ ('6ccd780c-baba-1026-9564-5b8c656024db', NULL, NULL, X'5C4E0000', 6)`,
 	// Random floats and doubles over their whole exponent range: each must
 	// come back bit for bit.
 	`CREATE TABLE ty.floats (id INT PRIMARY KEY, f FLOAT, d DOUBLE)`,

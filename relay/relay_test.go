@@ -87,7 +87,7 @@ func waitEnd(tb testing.TB, l *relay.Log, p *pump, pos sluice.Position) {
 	tb.Helper()
 	for {
 		end := l.End()
-		if end.File > pos.File || (end.File == pos.File && end.Pos >= pos.Pos) {
+		if end.Compare(pos) >= 0 {
 			return
 		}
 		select {

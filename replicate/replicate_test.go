@@ -94,12 +94,7 @@ type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
 
-func after(p, q sluice.Position) bool {
-	if p.File != q.File {
-		return p.File > q.File
-	}
-	return p.Pos >= q.Pos
-}
+func after(p, q sluice.Position) bool { return p.Compare(q) >= 0 }
 
 // waitApplied waits until the task's applied position reaches pos.
 func (r *running) waitApplied(t *testing.T, pos sluice.Position) replicate.Status {

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -33,16 +31,21 @@ type Task struct {
 	events   atomic.Uint64
 	restarts atomic.Int64
 
-	mu       sync.Mutex
-	stage    string
-	lastErr  string
-	started  time.Time
-	writer   *relay.Writer
-	breader  *binlog.Reader
-	rlog     *relay.Log
-	applier  *apply.Applier
-	base     apply.Stats // counters of appliers that were replaced
-	pending  []pendingTxn
+	mu      sync.Mutex
+	stage   string
+	lastErr string
+	started time.Time
+	writer  *relay.Writer
+	breader *binlog.Reader
+	rlog    *relay.Log
+	applier *apply.Applier
+	base    apply.Stats // counters of appliers that were replaced
+	pending []pendingTxn
+	// read is the end of the last relay event the apply loop decoded. Events
+	// that are no transaction (rotate, format description, Gtid_list,
+	// binlog checkpoint) move it but never the applied checkpoint, so lag
+	// compares the source with it, not with the checkpoint.
+	read     sluice.Position
 	metAddr  string
 	prevAt   time.Time
 	prevEvts uint64
@@ -388,6 +391,7 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 			return err
 		}
 		t.events.Add(1)
+		t.setRead(p)
 		items, err := dec.Feed(ev, p)
 		if err != nil {
 			// Pause: everything before the failing event is applied.
@@ -458,6 +462,7 @@ func (t *Task) setApplier(a *apply.Applier, pos sluice.Position) {
 	defer t.mu.Unlock()
 	t.applier = a
 	t.pending = t.pending[:0]
+	t.read = pos
 	if t.base.Applied.File == "" {
 		t.base.Applied = pos
 	}
@@ -480,6 +485,12 @@ func (t *Task) retireApplier(a *apply.Applier) {
 	}
 }
 
+func (t *Task) setRead(p sluice.Position) {
+	t.mu.Lock()
+	t.read = p
+	t.mu.Unlock()
+}
+
 func (t *Task) addPending(end sluice.Position, ts uint32) {
 	t.mu.Lock()
 	t.pending = append(t.pending, pendingTxn{end: end, ts: ts})
@@ -487,12 +498,7 @@ func (t *Task) addPending(end sluice.Position, ts uint32) {
 }
 
 // before reports whether a is strictly before b in the binlog.
-func before(a, b sluice.Position) bool {
-	if a.File != b.File {
-		return a.File < b.File
-	}
-	return a.Pos < b.Pos
-}
+func before(a, b sluice.Position) bool { return a.Compare(b) < 0 }
 
 // Status returns a snapshot of the task.
 func (t *Task) Status() Status {
@@ -531,7 +537,9 @@ func (t *Task) Status() Status {
 	}
 	// Lag: the oldest submitted transaction not yet applied; with none, the
 	// source is either caught up (heartbeats say where it is) or ahead of
-	// what was read.
+	// what was read. Caught up is judged by what was read, not by the
+	// checkpoint: after a rotate on an idle source the checkpoint stays in
+	// the old file while the source moves on without a transaction.
 	i := 0
 	for i < len(t.pending) && !before(s.Applied, t.pending[i].end) {
 		i++
@@ -540,7 +548,7 @@ func (t *Task) Status() Status {
 	switch {
 	case len(t.pending) > 0:
 		s.LagSeconds = lagSince(now, t.pending[0].ts)
-	case before(s.Applied, s.Source) && lastTS != 0:
+	case before(t.read, s.Source) && before(s.Applied, s.Source) && lastTS != 0:
 		s.LagSeconds = lagSince(now, lastTS)
 	}
 	if !t.prevAt.IsZero() {
@@ -585,22 +593,6 @@ func (t *Task) statusLoop(ctx context.Context, m *metrics) {
 		case <-tick.C:
 		}
 	}
-}
-
-// lockDir takes an exclusive lock on dir/task.lock so two processes never
-// run the same task; the kernel drops it when the process dies, even on
-// kill -9.
-func lockDir(dir, name string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, "task.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("replicate: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, &sluice.Error{Op: "start task " + name, Err: fmt.Errorf("%w: another sluice process runs this task (%s is locked)", sluice.ErrConfig, f.Name()),
-			Hint: "stop the other process first (sluice status --config shows its pid)"}
-	}
-	return func() { f.Close() }, nil
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

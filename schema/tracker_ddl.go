@@ -272,6 +272,7 @@ func columnOf(c *ast.ColumnDef) sluice.Column {
 		Unsigned: mysql.HasUnsignedFlag(tp.GetFlag()),
 		Charset:  tp.GetCharset(),
 	}
+	fixMariaDBType(&col, tp)
 	for _, o := range c.Options {
 		switch o.Tp {
 		case ast.ColumnOptionNotNull, ast.ColumnOptionPrimaryKey:

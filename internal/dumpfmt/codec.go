@@ -37,6 +37,12 @@ const (
 	// MySQL's JSON type rejects binary strings (MariaDB's JSON is LONGTEXT
 	// and does not care).
 	KindJSON
+	// KindFixedBinary columns are MariaDB's UUID, INET6 and INET4. They
+	// travel as their text form (what the server prints), and are loaded
+	// through CONVERT(... USING ascii): these types take a binary string
+	// as their native bytes and refuse one of any other length, so the
+	// text must reach them as text. The text form is canonical and exact.
+	KindFixedBinary
 )
 
 // KindOf classifies a column.
@@ -50,6 +56,8 @@ func KindOf(c sluice.Column) Kind {
 		return KindJSON
 	case "year":
 		return KindYear
+	case "uuid", "inet6", "inet4":
+		return KindFixedBinary
 	}
 	return KindText
 }
@@ -62,6 +70,8 @@ func LoadVia(c sluice.Column) string {
 		return "CAST(%s AS UNSIGNED)"
 	case KindJSON:
 		return "CONVERT(%s USING utf8mb4)"
+	case KindFixedBinary:
+		return "CONVERT(%s USING ascii)"
 	}
 	return ""
 }

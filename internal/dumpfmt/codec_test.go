@@ -118,4 +118,11 @@ func TestKinds(t *testing.T) {
 	if LoadVia(sluice.Column{DataType: "json"}) == "" || LoadVia(sluice.Column{DataType: "varchar"}) != "" {
 		t.Error("LoadVia: json must convert, varchar must not")
 	}
+	// MariaDB's UUID/INET6/INET4 read a binary string as native bytes:
+	// their text form must be loaded as text.
+	for _, typ := range []string{"uuid", "inet6", "inet4"} {
+		if got := LoadVia(sluice.Column{DataType: typ}); got != "CONVERT(%s USING ascii)" {
+			t.Errorf("LoadVia(%s) = %q", typ, got)
+		}
+	}
 }

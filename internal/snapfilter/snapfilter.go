@@ -214,10 +214,7 @@ func (s *snapshot) contains(gtid string, pos sluice.Position) (bool, error) {
 		}
 		return s.mysql.Contain(one), nil
 	case pos.File != "" && s.pos.File != "":
-		if pos.File != s.pos.File {
-			return pos.File < s.pos.File, nil
-		}
-		return pos.Pos <= s.pos.Pos, nil
+		return pos.Compare(s.pos) <= 0, nil
 	}
 	return false, fmt.Errorf("cannot place transaction %q at %s against snapshot %s", gtid, pos, s.pos)
 }

@@ -1,0 +1,5 @@
+package decode
+
+// RawBytesCollation exposes rawBytesCollation to the external tests, which
+// check it against a real server's list of collations.
+var RawBytesCollation = rawBytesCollation

@@ -1,0 +1,131 @@
+package difftest
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	env *Env
+	// The fixed set runs with -short too? No: it needs real servers and a
+	// minute or two, like the other integration tests.
+	flagSeeds = flag.String("difftest.seeds", "", "comma-separated seeds to run instead of the fixed set")
+	flagDur   = flag.Duration("difftest.duration", 0, "workload time per seed (default: the fixed set's)")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "difftest")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin, err := Build(context.Background(), dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	env, err = NewEnv(bin, dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err, "(is mariadb-server installed? run 'make deps')")
+		os.Exit(1)
+	}
+	code := m.Run()
+	env.Close()
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// fixedSeeds is the short set that `make test` runs: both commit orders,
+// kills in the copy and in replication, DDL, a target restart. Seeds of
+// failures found and fixed are added here.
+var fixedSeeds = []struct {
+	seed int64
+	why  string
+}{
+	{1, "relaxed order; a kill in the copy, kills and target restarts in replication"},
+	{4, "source order; kills, target restarts, DDL of every kind (found the DROP PRIMARY KEY and _bin-key compaction bugs)"},
+	{6, "source order; a kill in the copy"},
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestFixedSeeds runs the fixed set of seeds. A failure names the seed;
+// `make difftest SEEDS=1 ...` or -difftest.seeds reruns it.
+func TestFixedSeeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs MariaDB sandboxes")
+	}
+	cfg := DefaultConfig()
+	cfg.Duration = 20 * time.Second
+	if *flagDur > 0 {
+		cfg.Duration = *flagDur
+	}
+	cfg.Out = testWriter{t}
+	cfg.Features = knownBugs
+	seeds := fixedSeeds
+	if *flagSeeds != "" {
+		seeds = nil
+		for _, s := range strings.Split(*flagSeeds, ",") {
+			var n int64
+			fmt.Sscan(s, &n)
+			seeds = append(seeds, struct {
+				seed int64
+				why  string
+			}{n, "flag"})
+		}
+	}
+	for _, s := range seeds {
+		res, err := Run(context.Background(), env, cfg, s.seed)
+		if err != nil {
+			t.Fatalf("seed %d: %v", s.seed, err)
+		}
+		t.Log(res.Summary())
+		if !res.Pass {
+			t.Errorf("seed %d (%s) failed; task dir %s:\n%s", s.seed, s.why, res.Dir, strings.Join(res.Problems, "\n"))
+		}
+	}
+}
+
+// knownBugs switches off what hits bugs that are not fixed on this branch
+// yet (issue 13's, and those the tester found: see docs/difftest.md). It
+// shrinks as fixes are merged; empty once they all are.
+var knownBugs = Features{
+	NoFloatKeyless:   true, // bug 3
+	NoKeylessCase:    true, // bug 4
+	NoKeyVariants:    true, // bug 5
+	RerunIncremental: true, // bug 8
+	NoBinKeys:        true, // apply/compact.go folds case and trailing spaces of _bin / NO PAD keys
+	PlainDDL:         true, // schema tracker parser: INVISIBLE, spatial, NO PAD
+	NoDDLInCopy:      true, // dump: a table dropped while the dump starts
+	NoDropKey:        true, // decode: stale keys after DROP PRIMARY KEY / DROP INDEX
+}
+
+func runScript(t *testing.T, sc Script) *Result {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs MariaDB sandboxes")
+	}
+	cfg := DefaultConfig()
+	cfg.Out = testWriter{t}
+	res, err := RunScript(context.Background(), env, cfg, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}

@@ -1,0 +1,117 @@
+package replicate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-db/sluice"
+)
+
+// lockWait bounds how long a start waits for a lock whose holder is dead or
+// dying. The kernel drops a killed process's flock only once the process has
+// finished exiting (all its threads), which can come after the kill returns:
+// a restart at once would otherwise find the lock still held.
+var lockWait = 10 * time.Second
+
+// lockRetries counts the attempts that found the lock held by an exiting
+// process; tests use it to see a start waiting.
+var lockRetries atomic.Int64
+
+// lockPoll is the interval between attempts while the holder exits.
+const lockPoll = 20 * time.Millisecond
+
+// lockDir takes an exclusive lock on dir/task.lock so two processes never
+// run the same task; the kernel drops it when the process dies, even on
+// kill -9. The holder's pid is written into the file so that a start can
+// tell a live holder (refused at once, with its pid) from one that is dead
+// or exiting (waited for, up to lockWait).
+func lockDir(dir, name string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "task.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("replicate: lock %s: %w", f.Name(), err)
+		}
+		pid := lockHolder(f)
+		if pid > 0 && !exiting(pid) || time.Now().After(deadline) {
+			f.Close()
+			who := "another sluice process"
+			if pid > 0 {
+				who = fmt.Sprintf("sluice process %d", pid)
+			}
+			return nil, &sluice.Error{Op: "start task " + name, Err: fmt.Errorf("%w: %s runs this task (%s is locked)", sluice.ErrConfig, who, f.Name()),
+				Hint: "stop the other process first (sluice status --config shows its pid)"}
+		}
+		lockRetries.Add(1)
+		time.Sleep(lockPoll)
+	}
+	// Best effort: the pid only helps a later start decide whether to wait.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return func() { f.Close() }, nil
+}
+
+// lockHolder reads the pid the lock's holder wrote; 0 when there is none
+// (a holder that has just locked and not yet written, or an older version).
+func lockHolder(f *os.File) int {
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:n])))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// exiting reports whether process pid is gone, a zombie, or has a SIGKILL
+// pending (it is being torn down and will release its files). A pid that
+// was reused by an unrelated live process looks alive: the start is then
+// refused, which is the safe side.
+func exiting(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself contain spaces or parentheses.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		if st := stat[i+2]; st == 'Z' || st == 'X' || st == 'x' {
+			return true
+		}
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || k != "SigPnd" && k != "ShdPnd" {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		if err == nil && mask&(1<<(uint(syscall.SIGKILL)-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
