@@ -267,8 +267,10 @@ func (b *batchWriter) rollback() {
 }
 
 // checkFailed matches the server's message for a failed check: which
-// check (row count or warning) and the row statement's number.
-var checkFailed = regexp.MustCompile(`'~0 \+ \((row_count\(\) <> \d+|@@warning_count <> 0)\) \* (\d+)'`)
+// check (row count or warning) and the row statement's number. MariaDB
+// prints the expression as '~0 + (row_count() <> 1) * 7', MySQL with more
+// parentheses.
+var checkFailed = regexp.MustCompile(`(row_count\(\)|@@warning_count)[^*']*\*\s*(\d+)`)
 
 // explain turns the failure of a check into an error naming the table,
 // the row and the source transaction. The batch stopped at the check, so
@@ -289,7 +291,7 @@ func (b *batchWriter) explain(ctx context.Context, err error) error {
 	}
 	st := &b.stmts[i-1]
 	_, _ = b.conn.ExecContext(ctx, "ROLLBACK")
-	if strings.HasPrefix(m[1], "row_count") {
+	if m[1] == "row_count()" {
 		return b.missingError(ctx, st)
 	}
 	return b.warningError(ctx, st)
@@ -323,8 +325,13 @@ func (b *batchWriter) missingError(ctx context.Context, st *rowStmt) error {
 		what = fmt.Sprintf("merged %s of %d rows", st.kind, len(st.rows))
 	}
 	more := ""
-	if absent > 1 {
+	switch {
+	case absent > 1:
 		more = fmt.Sprintf(" (and %d more of its rows)", absent-1)
+	case absent == 0:
+		// Every row is there again after the rollback: something changed
+		// the table meanwhile. Name the statement's first row, and say so.
+		more = fmt.Sprintf(" or another of its %d rows (all present again when looked up)", len(st.rows))
 	}
 	return &sluice.Error{Op: "apply " + b.source(st.srcs[idx]),
 		Err: fmt.Errorf("%w: %s of %s matched no row for %s%s; the target lost or never had the row", ErrMissingRow, what, st.info.spec.Name, describeRow(st.info, st.rows[idx]), more),

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluice-db/sluice"
@@ -107,9 +108,26 @@ func TestInsertMerging(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := "INSERT INTO `s`.`t` (`id`) VALUES (1),(2);INSERT INTO `s`.`u` (`id`) VALUES (3),(4);DELETE FROM `s`.`u` WHERE `id`=4;INSERT INTO `s`.`u` (`id`) VALUES (5)"
+	// Each statement ends with its check (batch.go); the last INSERT is
+	// still open, so its check is not written yet.
+	want := "INSERT INTO `s`.`t` (`id`) VALUES (1),(2);SET @sluice_w=~0+(@@warning_count<>0)*1;" +
+		"INSERT INTO `s`.`u` (`id`) VALUES (3),(4);SET @sluice_w=~0+(@@warning_count<>0)*2;" +
+		"DELETE FROM `s`.`u` WHERE `id`=4;SET @sluice_r=~0+(ROW_COUNT()<>1)*3,@sluice_w=~0+(@@warning_count<>0)*3;" +
+		"INSERT INTO `s`.`u` (`id`) VALUES (5)"
 	if got := string(b.buf); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	// The statements' result indexes, as AllRowsAffected counts them.
+	for i, st := range b.stmts {
+		if st.res != 2*i {
+			t.Errorf("statement %d: result index %d, want %d", i+1, st.res, 2*i)
+		}
+		if i == 3 {
+			break // open: its end is set by its check
+		}
+		if got := string(b.buf[st.start:st.end]); !strings.HasPrefix(got, []string{"INSERT INTO `s`.`t`", "INSERT INTO `s`.`u`", "DELETE"}[i]) || strings.Contains(got, ";") {
+			t.Errorf("statement %d text %q", i+1, got)
+		}
 	}
 }
 
