@@ -250,7 +250,11 @@ func (s *seedRun) faults(ctx context.Context) error {
 		switch {
 		case target && !s.cfg.Features.NoTargetRestart:
 			s.out("target restart #%d at applied gtid seq %d", s.res.TargetRestarts+1, cur)
-			if err := s.e.restartTarget(ctx); err != nil {
+			// Not ctx: the end of the workload must not leave the target down.
+			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			err := s.e.restartTarget(rctx)
+			cancel()
+			if err != nil {
 				return err
 			}
 			s.res.TargetRestarts++
