@@ -198,6 +198,14 @@ func progress(ctx context.Context, db *sql.DB, task string) int64 {
 	return -1
 }
 
+// ddlPending reports whether the checkpoint marks a DDL statement as about
+// to run (or running): a kill then lands between a DDL and its checkpoint.
+func ddlPending(ctx context.Context, db *sql.DB, task string) bool {
+	var n int
+	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sluice_meta.apply_checkpoint WHERE task=? AND IFNULL(ddl_pending,'') <> ''", task).Scan(&n)
+	return err == nil && n > 0
+}
+
 func copyChunks(ctx context.Context, db *sql.DB, task string) int {
 	var n int
 	if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sluice_meta.load_checkpoint WHERE task=?", task).Scan(&n) != nil {
@@ -217,7 +225,7 @@ func (s *seedRun) faults(ctx context.Context) error {
 	inCopy := s.copyKill
 	base := int64(-1)
 	k := int64(1 + r.Intn(60))
-	target := false
+	target, onDDL := false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -241,6 +249,9 @@ func (s *seedRun) faults(ctx context.Context) error {
 		case cur < 0:
 		case base < 0:
 			base = cur
+		case onDDL:
+			// Wait for K transactions, then for the next DDL to be marked.
+			fire = cur-base >= k && ddlPending(ctx, db, s.task)
 		default:
 			fire = cur-base >= k
 		}
@@ -262,6 +273,9 @@ func (s *seedRun) faults(ctx context.Context) error {
 			s.sl.kill()
 			s.res.Kills++
 			what := fmt.Sprintf("applied gtid seq %d", cur)
+			if onDDL {
+				what += " with a DDL pending"
+			}
 			if inCopy {
 				s.res.CopyKills++
 				what = fmt.Sprintf("in the copy, %d chunks loaded", copyChunks(ctx, db, s.task))
@@ -276,5 +290,6 @@ func (s *seedRun) faults(ctx context.Context) error {
 		base = progress(ctx, db, s.task)
 		k = int64(1 + r.Intn(80))
 		target = r.Intn(6) == 0
+		onDDL = !target && !s.cfg.Features.NoDDL && r.Intn(4) == 0
 	}
 }
