@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-db/sluice/replicate"
 )
 
 // sluiceProc is the sluice child process of a seed. Every start, kill and
@@ -50,6 +53,15 @@ func (p *sluiceProc) start(mode string) error {
 		close(done)
 	}()
 	return nil
+}
+
+func (p *sluiceProc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
 
 func (p *sluiceProc) running() bool {
@@ -198,6 +210,13 @@ func progress(ctx context.Context, db *sql.DB, task string) int64 {
 	return -1
 }
 
+// sluiceRunning reports whether the current sluice process says, in its
+// status file, that it is replicating.
+func (s *seedRun) sluiceRunning() bool {
+	st, err := replicate.ReadStatus(filepath.Join(s.dir, "state"))
+	return err == nil && st.PID == s.sl.pid() && st.Stage == replicate.StageRunning
+}
+
 // ddlPending reports whether the checkpoint marks a DDL statement as about
 // to run (or running): a kill then lands between a DDL and its checkpoint.
 func ddlPending(ctx context.Context, db *sql.DB, task string) bool {
@@ -254,6 +273,12 @@ func (s *seedRun) faults(ctx context.Context) error {
 			fire = cur-base >= k && ddlPending(ctx, db, s.task)
 		default:
 			fire = cur-base >= k
+		}
+		if fire && target && !s.cfg.Features.NoTargetRestart && !s.sluiceRunning() {
+			// A target outage while sluice starts up stops it with exit 2
+			// by design (start-up checks fail fast); restart the target
+			// only once this process runs.
+			fire = false
 		}
 		if !fire {
 			continue
