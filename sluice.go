@@ -146,7 +146,10 @@ type Table struct {
 	// UniqueKeys holds every unique key (primary included) as column indexes;
 	// the replication scheduler builds writesets from them.
 	UniqueKeys [][]int `json:"unique_keys"`
-	CreateSQL  string  `json:"create_sql,omitempty"`
+	// UniqueKeyNames names each of UniqueKeys ("PRIMARY" for the primary
+	// key), when known, so that a later DROP INDEX finds it.
+	UniqueKeyNames []string `json:"unique_key_names,omitempty"`
+	CreateSQL      string   `json:"create_sql,omitempty"`
 }
 
 // HasKey reports whether rows can be identified by a key.

@@ -64,6 +64,9 @@ type Stats struct {
 	// LockYields counts groups rolled back and run again because they held
 	// a lock that a group earlier in commit order waited for (lockwait.go).
 	LockYields uint64
+	// MissingRows counts the rows that UPDATEs and DELETEs of committed
+	// transactions did not find on the target (OnMissingRow skip).
+	MissingRows uint64
 }
 
 // Applier applies a decoded stream to the target. Submit is called by one
@@ -242,10 +245,11 @@ func (a *Applier) openConn(ctx context.Context) (*sql.Conn, error) {
 	// READ COMMITTED avoids gap locks between workers that touch different
 	// rows; foreign keys are checked on the source already, and parallel
 	// workers may insert a child before its parent's commit becomes
-	// visible; NO_AUTO_VALUE_ON_ZERO keeps explicit zero ids.
+	// visible; rowSQLMode makes every value the target cannot store as
+	// given an error.
 	_, err = c.ExecContext(ctx, fmt.Sprintf("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; "+
-		"SET SESSION sql_mode='NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION', foreign_key_checks=0, "+
-		"innodb_lock_wait_timeout=%d, time_zone='+00:00', autocommit=1", int(a.cfg.LockWaitTimeout/time.Second)))
+		"SET SESSION sql_mode='%s', foreign_key_checks=0, "+
+		"innodb_lock_wait_timeout=%d, time_zone='+00:00', autocommit=1", rowSQLMode, int(a.cfg.LockWaitTimeout/time.Second)))
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("set up target session: %w", err)
@@ -256,6 +260,29 @@ func (a *Applier) openConn(ctx context.Context) (*sql.Conn, error) {
 // closeConns hands the connections back to the pool. They may live on in
 // it, so their fence locks are released first: a later applier on the same
 // pool must not find its own worker locks held by an idle session.
+// The target session's sql_mode for row changes. STRICT_ALL_TABLES turns
+// every truncation or conversion of a value into an error (notes remain;
+// batch.go checks for them). NO_AUTO_VALUE_ON_ZERO keeps explicit zero ids.
+// Nothing rejects a value the source may hold: no NO_ZERO_DATE or
+// NO_ZERO_IN_DATE, because a source without them stores zero dates, which
+// the binlog then carries; ERROR_FOR_DIVISION_BY_ZERO would only matter
+// for expressions, and row changes carry values.
+const rowSQLMode = "STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION"
+
+// ddlSQLMode is the mode DDL runs in (applyDDL).
+const ddlSQLMode = "NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION"
+
+// addMissing counts rows that committed transactions did not find
+// (on-missing-row: skip).
+func (a *Applier) addMissing(n int) {
+	if n == 0 {
+		return
+	}
+	a.mu.Lock()
+	a.stats.MissingRows += uint64(n)
+	a.mu.Unlock()
+}
+
 func (a *Applier) closeConns() {
 	release := func(c *sql.Conn, worker int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -112,3 +112,27 @@ func TestInsertMerging(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestCompactorKeysAreExactBytes: string keys that differ only by ASCII
+// case, a trailing space or a trailing 0x00 are different rows to a _bin,
+// binary or NO PAD key, so compaction must keep their changes apart (the
+// difftest found UPDATEs of 'A' and 'a' merged into one row).
+func TestCompactorKeysAreExactBytes(t *testing.T) {
+	tb := &sluice.Table{Ref: sluice.TableRef{Schema: "s", Name: "t"}, Columns: []sluice.Column{{Name: "k"}, {Name: "v"}}, PK: []int{0}}
+	info := &tableInfo{spec: sqlgen.NewTableSpec(tb, tb.Ref), keys: [][]int{{0}}, id: 1}
+	lookup := func(*sluice.Table) *tableInfo { return info }
+	for _, pair := range [][2]any{{"A", "a"}, {"ab", "ab "}, {[]byte("x"), []byte("x\x00")}, {"a\x00b", "a"}, {"1:a", "1"}} {
+		upd := func(k any, v int32) sluice.RowChange {
+			return sluice.RowChange{Kind: sluice.Update, Table: tb, Before: []any{k, v}, After: []any{k, v + 1}}
+		}
+		var c compactor
+		u := &unit{txns: []*txn{{changes: []sluice.RowChange{upd(pair[0], 1), upd(pair[1], 1)}}}}
+		if !c.build(u, lookup) {
+			t.Errorf("%q/%q: build refused", pair[0], pair[1])
+			continue
+		}
+		if len(c.order) != 2 {
+			t.Errorf("keys %q and %q: %d net rows, want 2", pair[0], pair[1], len(c.order))
+		}
+	}
+}

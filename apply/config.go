@@ -82,7 +82,20 @@ type Config struct {
 	// lock monitor (lockwait.go) well before it; the timeout is the last
 	// resort, after which the task restarts from its checkpoint.
 	LockWaitTimeout time.Duration
+	// OnMissingRow is what an UPDATE or DELETE that matches no target row
+	// does (incremental.on-missing-row): "stop" (the default, like a
+	// MariaDB replica's error 1032) rolls the target transaction back and
+	// stops with an error naming the table, key and source transaction;
+	// "skip" commits the transaction without that row change and counts it
+	// (Stats.MissingRows).
+	OnMissingRow string
 }
+
+// Values of Config.OnMissingRow.
+const (
+	MissingRowStop = "stop"
+	MissingRowSkip = "skip"
+)
 
 // DefaultConfig returns the defaults (the task file's defaults for workers and batch).
 func DefaultConfig() Config {
@@ -96,6 +109,7 @@ func DefaultConfig() Config {
 		MetaSchema:      "sluice_meta",
 		Queue:           4096,
 		LockWaitTimeout: 20 * time.Second,
+		OnMissingRow:    MissingRowStop,
 	}
 }
 
@@ -123,18 +137,25 @@ func (c Config) Validate() error {
 		return bad("queue", "must be positive")
 	case c.LockWaitTimeout < time.Second:
 		return bad("lock-wait-timeout", "must be at least 1s")
+	case c.OnMissingRow != "" && c.OnMissingRow != MissingRowStop && c.OnMissingRow != MissingRowSkip:
+		return bad("incremental.on-missing-row", fmt.Sprintf("is %q (stop or skip)", c.OnMissingRow))
 	}
 	return nil
 }
 
 // TargetConfig is the driver config the applier needs: dbconn's session
 // settings plus multi-statement batches, so that a whole group of
-// statements travels in one round trip.
+// statements travels in one round trip, and found rows rather than changed
+// rows as an UPDATE's count (ROW_COUNT()), so that an UPDATE that sets a
+// row to the values it holds still shows that the row exists.
 func TargetConfig(ep sluice.Endpoint) *mysql.Config {
 	c := dbconn.Config(ep, dbconn.Options{})
 	c.MultiStatements = true
+	c.ClientFoundRows = true
 	return c
 }
+
+func (c Config) skipMissing() bool { return c.OnMissingRow == MissingRowSkip }
 
 // OpenTarget opens a pool suitable for New: workers+2 connections.
 func OpenTarget(ctx context.Context, ep sluice.Endpoint, workers int) (*sql.DB, error) {

@@ -77,6 +77,7 @@ type runOpts struct {
 	batch   int
 	large   int // LargeTxnBytes, 0: default
 	relaxed bool
+	missing string           // OnMissingRow, "": the default
 	target  *sluice.Endpoint // nil: dstInst
 	// started is called after Start with the applier's first stats.
 	started func(apply.Stats)
@@ -98,6 +99,9 @@ func applierConfig(o runOpts) apply.Config {
 		cfg.Batch = o.batch
 	}
 	cfg.RelaxedOrder = o.relaxed
+	if o.missing != "" {
+		cfg.OnMissingRow = o.missing
+	}
 	if o.large > 0 {
 		cfg.LargeTxnBytes = o.large
 		if cfg.BatchBytes > o.large {

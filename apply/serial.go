@@ -32,7 +32,8 @@ func (s *scheduler) startBig(ctx context.Context) error {
 	seq := a.lastSeq
 	a.mu.Unlock()
 	s.big = &bigTxn{a: a, seq: seq, bw: batchWriter{a: a, conn: a.serial}}
-	s.big.bw.buf = append(s.big.bw.buf, "START TRANSACTION"...)
+	s.big.bw.start()
+	s.big.bw.src = s.cur // its end is set when its Commit item arrives
 	held := s.cur.changes
 	s.cur.changes = nil // from here on rows are not held
 	return s.big.rows(ctx, held)
@@ -48,6 +49,9 @@ func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {
 		}
 		if err := b.bw.change(ctx, c, info); err != nil {
 			b.bw.rollback()
+			if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) {
+				return err
+			}
 			return fmt.Errorf("apply large transaction: %w", err)
 		}
 	}
@@ -58,14 +62,17 @@ func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {
 func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	a := b.a
 	b.bw.sep()
-	b.bw.ins = nil
 	b.bw.buf = a.appendCheckpoint(b.bw.buf, serialWorker, a.baseSeq+b.seq, end, appendRanges(nil, end, a.inherited))
 	b.bw.buf = append(b.bw.buf, ";COMMIT"...)
 	if err := b.bw.exec(ctx); err != nil {
 		b.bw.rollback()
+		if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) {
+			return err
+		}
 		return fmt.Errorf("commit large transaction (up to %s): %w", end, err)
 	}
 	a.committed(b.seq, nil, end, 1, b.rowsSeen, 0)
+	a.addMissing(b.bw.missing)
 	a.markPersisted(b.seq)
 	return nil
 }
@@ -99,15 +106,21 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 				return fmt.Errorf("apply DDL: %w", err)
 			}
 		}
-		for _, q := range it.DDL {
-			if _, err := a.serial.ExecContext(ctx, q); err != nil {
-				var me *mysql.MySQLError
-				if tolerant && errors.As(err, &me) && alreadyDone[me.Number] {
-					continue
-				}
-				return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, shortSQL(q), err),
-					Hint: "make the target accept the statement (or apply the change by hand), then restart the task"}
-			}
+		// DDL runs without strict mode, as the source most likely ran it
+		// (a replica runs it in the source's mode): a MODIFY COLUMN that
+		// converted values there converts them here the same way instead
+		// of stopping the task. Row changes stay strict.
+		if _, err := a.serial.ExecContext(ctx, "SET SESSION sql_mode='"+ddlSQLMode+"'"); err != nil {
+			return fmt.Errorf("apply DDL: %w", err)
+		}
+		err := a.runDDL(ctx, it, tolerant)
+		// A session left lenient must not apply rows: restoring the mode
+		// fails only with the connection, and then nothing more runs on it.
+		if _, rerr := a.serial.ExecContext(context.Background(), "SET SESSION sql_mode='"+rowSQLMode+"'"); rerr != nil && err == nil {
+			err = fmt.Errorf("restore the strict sql_mode after DDL: %w", rerr)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	b := append([]byte(nil), "START TRANSACTION;"...)
@@ -135,6 +148,20 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 	a.mu.Unlock()
 	a.committed(seq, nil, it.End, 1, 0, it.Timestamp)
 	a.markPersisted(seq)
+	return nil
+}
+
+func (a *Applier) runDDL(ctx context.Context, it sluice.StreamItem, tolerant bool) error {
+	for _, q := range it.DDL {
+		if _, err := a.serial.ExecContext(ctx, q); err != nil {
+			var me *mysql.MySQLError
+			if tolerant && errors.As(err, &me) && alreadyDone[me.Number] {
+				continue
+			}
+			return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, shortSQL(q), err),
+				Hint: "make the target accept the statement (or apply the change by hand), then restart the task"}
+		}
+	}
 	return nil
 }
 

@@ -3,89 +3,13 @@ package apply
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-db/sluice"
 )
-
-// maxInsertStmt bounds one merged multi-row INSERT.
-const maxInsertStmt = 1 << 20
-
-// batchWriter turns row changes into SQL text and sends it in
-// multi-statement round trips of at most BatchBytes.
-type batchWriter struct {
-	a    *Applier
-	conn *sql.Conn
-	buf  []byte
-	// ins is the table of the INSERT at the end of buf, which the next
-	// insert into the same table extends instead of starting a statement.
-	ins      *tableInfo
-	insStart int
-}
-
-func (b *batchWriter) sep() {
-	if len(b.buf) > 0 {
-		b.buf = append(b.buf, ';')
-	}
-}
-
-func (b *batchWriter) change(ctx context.Context, c *sluice.RowChange, info *tableInfo) error {
-	switch c.Kind {
-	case sluice.Insert:
-		if b.ins == info && len(b.buf)-b.insStart < maxInsertStmt {
-			b.buf = append(b.buf, ',')
-			b.buf = info.spec.AppendInsertRow(b.buf, c.After)
-		} else {
-			b.sep()
-			b.insStart = len(b.buf)
-			b.buf = info.spec.AppendInsert(b.buf, c.After)
-			b.ins = info
-		}
-	case sluice.Update:
-		b.ins = nil
-		n := len(b.buf)
-		b.sep()
-		var ok bool
-		if b.buf, ok = info.spec.AppendUpdate(b.buf, c.Before, c.After); !ok {
-			b.buf = b.buf[:n]
-		}
-	case sluice.Delete:
-		b.ins = nil
-		b.sep()
-		b.buf = info.spec.AppendDelete(b.buf, c.Before)
-	}
-	return b.flushIfFull(ctx)
-}
-
-func (b *batchWriter) flushIfFull(ctx context.Context) error {
-	if len(b.buf) >= b.a.cfg.BatchBytes {
-		return b.exec(ctx)
-	}
-	return nil
-}
-
-// exec sends what is buffered.
-func (b *batchWriter) exec(ctx context.Context) error {
-	b.ins = nil
-	if len(b.buf) == 0 {
-		return nil
-	}
-	_, err := b.conn.ExecContext(ctx, string(b.buf))
-	if cap(b.buf) > 4*b.a.cfg.BatchBytes {
-		b.buf = nil // do not keep a huge buffer after an outsized row
-	} else {
-		b.buf = b.buf[:0]
-	}
-	return err
-}
-
-func (b *batchWriter) rollback() {
-	b.buf = b.buf[:0]
-	b.ins = nil
-	_, _ = b.conn.ExecContext(context.Background(), "ROLLBACK")
-}
 
 // worker applies the units handed to it, one target transaction each, in
 // the order received, committing each in its turn.
@@ -143,13 +67,12 @@ func (w *worker) run() {
 func (w *worker) apply(ctx context.Context, u *unit) error {
 	a, b := w.a, &w.bw
 	w.execSeq.Store(u.seq)
-	b.buf = append(b.buf[:0], "START TRANSACTION"...)
+	b.start()
 	if err := w.statements(ctx, u); err != nil {
 		return w.wrap(u, err)
 	}
 	last := u.txns[len(u.txns)-1]
 	b.sep()
-	b.ins = nil
 	a.mu.Lock()
 	turn := a.nextCommit == u.seq
 	markSeq, mark := a.nextCommit-1, a.stats.Applied
@@ -194,6 +117,7 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 		a.observeCommit(time.Since(t0))
 	}
 	a.committed(u.seq, u, last.end, len(u.txns), u.rows, last.ts)
+	a.addMissing(b.missing)
 	a.markPersisted(markSeq)
 	return nil
 }
@@ -322,6 +246,7 @@ func (w *worker) statements(ctx context.Context, u *unit) error {
 	a, b := w.a, &w.bw
 	if u.rows < 2 || !w.cp.build(u, a.info) {
 		for _, t := range u.txns {
+			b.src = t
 			for i := range t.changes {
 				c := &t.changes[i]
 				if err := b.change(ctx, c, a.info(c.Table)); err != nil {
@@ -334,6 +259,7 @@ func (w *worker) statements(ctx context.Context, u *unit) error {
 	cp := &w.cp
 	u.compacted = true
 	for i, c := range cp.other {
+		b.src = cp.otherSrc[i]
 		if err := b.change(ctx, c, cp.infos[i]); err != nil {
 			return err
 		}
@@ -347,11 +273,11 @@ func (w *worker) statements(ctx context.Context, u *unit) error {
 	}
 	for len(dels) > 0 {
 		info := dels[0].info
-		var rows [][]any
+		var rows []*netRow
 		rest := dels[:0]
 		for _, r := range dels {
 			if r.info == info {
-				rows = append(rows, r.before)
+				rows = append(rows, r)
 			} else {
 				rest = append(rest, r)
 			}
@@ -362,16 +288,20 @@ func (w *worker) statements(ctx context.Context, u *unit) error {
 			// counts them in the index instead of trusting stale statistics,
 			// and picks the key range over a scan.
 			n := min(len(rows), 200)
-			b.sep()
-			b.ins = nil
 			if len(info.spec.Key) == 1 {
-				b.buf = info.spec.AppendDeleteIn(b.buf, rows[:n]...)
+				st := rowStmt{info: info, kind: sluice.Delete, want: n}
+				for _, r := range rows[:n] {
+					st.rows = append(st.rows, r.before)
+					st.srcs = append(st.srcs, r.src)
+				}
+				b.begin(st)
+				b.buf = info.spec.AppendDeleteIn(b.buf, st.rows...)
+				b.check()
 			} else {
-				for j, r := range rows[:n] {
-					if j > 0 {
-						b.sep()
-					}
-					b.buf = info.spec.AppendDelete(b.buf, r)
+				for _, r := range rows[:n] {
+					b.begin(rowStmt{info: info, kind: sluice.Delete, want: 1, rows: [][]any{r.before}, srcs: []*txn{r.src}})
+					b.buf = info.spec.AppendDelete(b.buf, r.before)
+					b.check()
 				}
 			}
 			rows = rows[n:]
@@ -417,6 +347,7 @@ func (w *worker) statements(ctx context.Context, u *unit) error {
 		for _, r := range ins {
 			if r.info == info {
 				ch := sluice.RowChange{Kind: sluice.Insert, After: r.after}
+				b.src = r.src
 				if err := b.change(ctx, &ch, info); err != nil {
 					return err
 				}
@@ -435,24 +366,28 @@ func (w *worker) updates(ctx context.Context, info *tableInfo, rows []*netRow) e
 	if len(rows) < 2 || !joinable(info, rows) {
 		for _, r := range rows {
 			ch := sluice.RowChange{Kind: sluice.Update, Before: r.before, After: r.after}
+			b.src = r.src
 			if err := b.change(ctx, &ch, info); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	befores, afters := make([][]any, 0, len(rows)), make([][]any, 0, len(rows))
+	afters := make([][]any, 0, len(rows))
 	for len(rows) > 0 {
 		n := min(len(rows), 200)
-		befores, afters = befores[:0], afters[:0]
+		// The statement keeps the before images for its check's message.
+		st := rowStmt{info: info, kind: sluice.Update, want: n, rows: make([][]any, 0, n), srcs: make([]*txn, 0, n)}
+		afters = afters[:0]
 		for _, r := range rows[:n] {
-			befores = append(befores, r.before)
+			st.rows = append(st.rows, r.before)
+			st.srcs = append(st.srcs, r.src)
 			afters = append(afters, r.after)
 		}
 		rows = rows[n:]
-		b.sep()
-		b.ins = nil
-		b.buf = info.spec.AppendUpdateJoin(b.buf, befores, afters)
+		b.begin(st)
+		b.buf = info.spec.AppendUpdateJoin(b.buf, st.rows, afters)
+		b.check()
 		if err := b.flushIfFull(ctx); err != nil {
 			return err
 		}
@@ -478,6 +413,9 @@ func joinable(info *tableInfo, rows []*netRow) bool {
 }
 
 func (w *worker) wrap(u *unit, err error) error {
+	if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) {
+		return err // names its source transaction already
+	}
 	first, last := u.txns[0], u.txns[len(u.txns)-1]
 	return fmt.Errorf("apply source transactions %s..%s (up to %s) on worker %d: %w", first.gtid, last.gtid, last.end, w.id, err)
 }

@@ -59,7 +59,9 @@ func (d *Decoder) routeSchema(s string) string {
 // ddl handles a statement outside a row transaction. Nothing is emitted
 // (and the tracker is not changed) unless every statement in the event is
 // understood, so an unsupported statement leaves nothing half-applied.
-func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32) error {
+// gtidPos, when set, is the GTID position the item's End carries instead of
+// the one after the current group (a statement inside a group).
+func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32, gtidPos *string) error {
 	d.ddlGroup = false
 	d.ddlTables = nil
 	stmts, err := d.tracker.Parse(q)
@@ -87,6 +89,9 @@ func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32) e
 		return nil
 	}
 	item := sluice.StreamItem{Kind: sluice.ItemDDL, GTID: d.gtid, Timestamp: ts, End: d.endPos(pos), DDL: out, Source: q, Tables: d.ddlTables}
+	if gtidPos != nil {
+		item.End.GTIDSet = *gtidPos
+	}
 	if defaultSchema != "" && d.schemaSelected(defaultSchema) {
 		item.Schema = d.routeSchema(defaultSchema)
 	}

@@ -7,6 +7,7 @@
 package decode
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -72,14 +73,20 @@ type Decoder struct {
 	cfg     Config
 	tracker *schema.Tracker
 
-	inTxn     bool
-	gtid      string            // GTID of the current group
-	ddlGroup  bool              // the current group is a standalone (DDL) group
-	ddlTables []sluice.TableRef // target tables named by the DDL being decoded
-	maria     map[uint32]mysql.MariadbGTID
-	mysqlSet  *mysql.MysqlGTIDSet
-	gtidPos   string // formatted GTID position after the last finished group
-	gtidDirty bool
+	inTxn    bool
+	gtid     string // GTID of the current group
+	ddlGroup bool   // the current group is a standalone (DDL) group
+	// rowsDDL: the current MariaDB group is flagged DDL but is not
+	// standalone: CREATE TABLE ... SELECT, logged as the CREATE TABLE
+	// statement followed by the rows, committed together.
+	rowsDDL bool
+	// groupStart is the GTID position before the current group.
+	groupStart string
+	ddlTables  []sluice.TableRef // target tables named by the DDL being decoded
+	maria      map[uint32]mysql.MariadbGTID
+	mysqlSet   *mysql.MysqlGTIDSet
+	gtidPos    string // formatted GTID position after the last finished group
+	gtidDirty  bool
 
 	tables map[string]*tableEntry
 	out    []sluice.StreamItem
@@ -176,10 +183,12 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 	ts := ev.Header.Timestamp
 	switch e := ev.Event.(type) {
 	case *replication.MariadbGTIDEvent:
+		d.groupStart = d.formatGTID()
 		d.gtid = e.GTID.String()
 		d.maria[e.GTID.DomainID] = e.GTID
 		d.gtidDirty = true
 		d.ddlGroup = e.IsStandalone()
+		d.rowsDDL = e.IsDDL() && !e.IsStandalone()
 		if !d.ddlGroup {
 			d.begin(ts)
 		}
@@ -193,7 +202,7 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 			return nil, fmt.Errorf("decode GTID event at %s: %w", pos, err)
 		}
 		d.gtidDirty = true
-		d.ddlGroup = false
+		d.ddlGroup, d.rowsDDL = false, false
 	case *replication.QueryEvent:
 		return d.out, d.query(e, pos, ts)
 	case *replication.XIDEvent:
@@ -248,11 +257,50 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 		return nil
 	}
 	if d.inTxn && !d.ddlGroup {
+		if d.rowsDDL {
+			return d.createSelect(string(e.Schema), q, pos, ts)
+		}
 		// A statement inside a row-based transaction (e.g. a temporary table
 		// under ROW format) changes no replicated table.
 		return nil
 	}
-	return d.ddl(string(e.Schema), q, pos, ts)
+	return d.ddl(string(e.Schema), q, pos, ts, nil)
+}
+
+// createSelect handles the statement of a MariaDB group that is flagged DDL
+// but has rows: CREATE TABLE ... SELECT, which MariaDB logs as a plain
+// CREATE TABLE with the full column list, then the selected rows as row
+// events, then the commit, all under one GTID. It becomes a DDL item (the
+// CREATE, made idempotent as any DDL) followed by a new transaction that
+// carries the rows.
+//
+// Exactly once across a crash: the DDL item ends at this statement, inside
+// the group, and its GTID position is the one before the group, since the
+// rows are not applied yet. A restart from that checkpoint reads on from
+// the rows, which then commit with their own checkpoint; a restart from
+// before it runs the CREATE again, which does nothing on a table that
+// exists, and then applies the rows once. (A decoder that starts inside the
+// group has not seen its GTID: the rows' checkpoint then carries the GTID
+// position before the group until the next transaction of that domain.
+// Restarts position by file and offset, so nothing is read twice.)
+func (d *Decoder) createSelect(defaultSchema, q string, pos sluice.Position, ts uint32) error {
+	before := len(d.out)
+	if err := d.ddl(defaultSchema, q, pos, ts, &d.groupStart); err != nil {
+		var se *sluice.Error
+		if errors.As(err, &se) && errors.Is(err, sluice.ErrUnsupportedDDL) {
+			// The statement's rows follow it in the same transaction: the
+			// plain DDL hint (resume after the statement) would lose them.
+			se.Op = "replicate CREATE TABLE ... SELECT (GTID " + d.gtid + ") at " + posString(pos) + " (" + shorten(q, 120) + ")"
+			se.Hint = "create the table on the target by hand and copy its rows as they were after this transaction, then resume from the position after the whole transaction; or exclude the table"
+		}
+		return err
+	}
+	if len(d.out) > before {
+		// The DDL item closed the applier's open transaction; the rows
+		// that follow need their own.
+		d.begin(ts)
+	}
+	return nil
 }
 
 func hasPrefixFold(s, p string) bool {

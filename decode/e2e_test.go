@@ -85,12 +85,7 @@ func startTask(t *testing.T, name string, start sluice.Position, schemas ...stri
 	return r
 }
 
-func after(p, q sluice.Position) bool {
-	if p.File != q.File {
-		return len(p.File) > len(q.File) || (len(p.File) == len(q.File) && p.File > q.File)
-	}
-	return p.Pos >= q.Pos
-}
+func after(p, q sluice.Position) bool { return p.Compare(q) >= 0 }
 
 // waitApplied waits until the task has applied the source up to pos, and
 // fails the test with the task's error if it stops first.
@@ -112,22 +107,6 @@ func (r *running) waitApplied(t *testing.T, pos sluice.Position) {
 			t.Fatalf("task did not apply %s within 2 minutes (at %s)", pos, s.Applied)
 		}
 	}
-}
-
-// waitFailed waits until the task stops with an error and returns it.
-func (r *running) waitFailed(t *testing.T) error {
-	t.Helper()
-	select {
-	case err := <-r.done:
-		r.err, r.ended = err, true
-		if err == nil {
-			t.Fatal("task ended without an error")
-		}
-		return err
-	case <-time.After(2 * time.Minute):
-		t.Fatal("task did not stop within 2 minutes")
-	}
-	return nil
 }
 
 // hexRows reads every row of schema.table as the HEX() of every column

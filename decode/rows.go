@@ -28,6 +28,7 @@ type tableEntry struct {
 	colTypes   []byte
 	colMeta    []uint16 // lengths: BINARY(4) -> BINARY(8) keeps the types
 	names      [][]byte
+	shape      mapShape // the rest of the table map that shapes the table
 	trackerVer uint64
 	table      *sluice.Table // Ref is the target (routed) name
 	conv       []uint8
@@ -55,11 +56,13 @@ func (d *Decoder) entry(tm *replication.TableMapEvent, pos sluice.Position) (*ta
 	key := string(tm.Schema) + "\x00" + string(tm.Table)
 	e := d.tables[key]
 	ver := d.tracker.Version()
-	if e != nil && (!e.selected || (bytes.Equal(e.colTypes, tm.ColumnType) && slices.Equal(e.colMeta, tm.ColumnMeta) && sameNames(e.names, tm.ColumnName) && (len(tm.ColumnName) > 0 || e.trackerVer == ver))) {
+	if e != nil && (!e.selected || (e.trackerVer == ver && bytes.Equal(e.colTypes, tm.ColumnType) && slices.Equal(e.colMeta, tm.ColumnMeta) &&
+		sameNames(e.names, tm.ColumnName) && e.shape.same(tm))) {
 		return e, nil
 	}
 	src := sluice.TableRef{Schema: string(tm.Schema), Name: string(tm.Table)}
-	e = &tableEntry{selected: d.selected(src), colTypes: append([]byte(nil), tm.ColumnType...), colMeta: slices.Clone(tm.ColumnMeta), trackerVer: ver}
+	e = &tableEntry{selected: d.selected(src), colTypes: append([]byte(nil), tm.ColumnType...), colMeta: slices.Clone(tm.ColumnMeta),
+		shape: shapeOf(tm), trackerVer: ver}
 	for _, n := range tm.ColumnName {
 		e.names = append(e.names, append([]byte(nil), n...))
 	}
@@ -78,6 +81,29 @@ func (d *Decoder) entry(tm *replication.TableMapEvent, pos sluice.Position) (*ta
 		e.anyConv = e.anyConv || c != convNone
 	}
 	return e, nil
+}
+
+// mapShape is what else in a table map, besides column types, lengths and
+// names, changes the decoded table: the primary key (a DROP PRIMARY KEY
+// keeps every column as it is), nullability, signedness and charsets. The
+// unique keys come from the tracker, so a cached entry is also rebuilt
+// whenever the tracker's version moves (after any DDL).
+type mapShape struct {
+	pk, pkPrefix, charset, colCharset, enumCharset, enumColCharset []uint64
+	nulls, signs, visible                                          []byte
+}
+
+func shapeOf(tm *replication.TableMapEvent) mapShape {
+	return mapShape{slices.Clone(tm.PrimaryKey), slices.Clone(tm.PrimaryKeyPrefix), slices.Clone(tm.DefaultCharset), slices.Clone(tm.ColumnCharset),
+		slices.Clone(tm.EnumSetDefaultCharset), slices.Clone(tm.EnumSetColumnCharset),
+		bytes.Clone(tm.NullBitmap), bytes.Clone(tm.SignednessBitmap), bytes.Clone(tm.VisibilityBitmap)}
+}
+
+func (s *mapShape) same(tm *replication.TableMapEvent) bool {
+	return slices.Equal(s.pk, tm.PrimaryKey) && slices.Equal(s.pkPrefix, tm.PrimaryKeyPrefix) && slices.Equal(s.charset, tm.DefaultCharset) &&
+		slices.Equal(s.colCharset, tm.ColumnCharset) && slices.Equal(s.enumCharset, tm.EnumSetDefaultCharset) &&
+		slices.Equal(s.enumColCharset, tm.EnumSetColumnCharset) && bytes.Equal(s.nulls, tm.NullBitmap) &&
+		bytes.Equal(s.signs, tm.SignednessBitmap) && bytes.Equal(s.visible, tm.VisibilityBitmap)
 }
 
 func sameNames(a, b [][]byte) bool {

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
 	"github.com/sluice-db/sluice"
 )
 
@@ -39,5 +42,35 @@ func TestDDLKeepsMariaDBTypes(t *testing.T) {
 	}
 	if got := strings.Join(types, ","); got != "id int,u uuid,a inet4,e inet6,c uuid" {
 		t.Errorf("tracked columns: %s", got)
+	}
+}
+
+// TestCreateSelectRefusedClearly: a CREATE TABLE ... SELECT group whose
+// statement cannot be replicated stops at the statement with a message that
+// names the statement, its GTID and position, and does not tell the user to
+// resume right after the statement (its rows would be lost).
+func TestCreateSelectRefusedClearly(t *testing.T) {
+	d, err := New(DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gtid := &replication.BinlogEvent{Header: &replication.EventHeader{Timestamp: 1}, Event: &replication.MariadbGTIDEvent{
+		GTID: mysql.MariadbGTID{DomainID: 0, ServerID: 1, SequenceNumber: 7}, Flags: replication.BINLOG_MARIADB_FL_DDL}}
+	if _, err := d.Feed(gtid, sluice.Position{File: "f", Pos: 100}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Feed(queryEvent("db", "CREATE OR REPLACE TABLE t (a INT)"), sluice.Position{File: "f", Pos: 200})
+	if err == nil {
+		t.Fatal("an unparsable CREATE ... SELECT was accepted")
+	}
+	msg := err.Error()
+	t.Log(msg)
+	for _, want := range []string{"CREATE TABLE ... SELECT", "0-1-7", "f:200", "CREATE OR REPLACE TABLE t", "after the whole transaction"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q: %s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("message is not one line: %q", msg)
 	}
 }

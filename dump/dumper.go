@@ -28,6 +28,7 @@ type Dumper struct {
 	conns   []*sql.Conn
 	pos     sluice.Position
 	tables  []*TablePlan
+	skipped bool // nothing left to copy: no snapshot was taken
 	stats   Stats
 	started time.Time
 }
@@ -65,6 +66,13 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 	if err := d.estimate(ctx); err != nil {
 		return nil, err
 	}
+	if d.nothingLeft() {
+		// A rerun after a complete copy: no snapshot, so no FLUSH TABLES
+		// WITH READ LOCK that would stall the source's writers for nothing.
+		// Position stays empty: the loader keeps the first run's.
+		d.skipped = true
+		return d, nil
+	}
 	for i := 0; i < cfg.Threads; i++ {
 		c, err := d.db.Conn(ctx)
 		if err != nil {
@@ -86,6 +94,32 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 	}
 	return d, nil
 }
+
+// nothingLeft reports whether every selected table has a stored plan whose
+// chunks are all done, so no chunk needs to be read.
+func (d *Dumper) nothingLeft() bool {
+	if len(d.tables) == 0 || d.cfg.PlanFor == nil || d.cfg.Done == nil {
+		return false
+	}
+	for _, tp := range d.tables {
+		p, ok := d.cfg.PlanFor(tp.Table.Ref)
+		if !ok {
+			return false
+		}
+		rs := p.Ranges()
+		for _, r := range rs {
+			if !d.cfg.Done(tp.Table.Ref, r.Index) {
+				return false
+			}
+		}
+		tp.Chunks = rs
+	}
+	return true
+}
+
+// NoSnapshot reports that Open found nothing left to copy and took no
+// snapshot (Position is empty).
+func (d *Dumper) NoSnapshot() bool { return d.skipped }
 
 // Position is the binlog position (and GTID set) of the snapshot.
 func (d *Dumper) Position() sluice.Position { return d.pos }

@@ -23,12 +23,31 @@ func (l *Loader) prepareTable(ctx context.Context, src *sluice.Table, tgt sluice
 	if err != nil && !errors.Is(err, sluice.ErrUnknownTable) {
 		return fmt.Errorf("load: inspect %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
 	}
+	if have == nil && started {
+		// Never make it empty under checkpoints that say its chunks are
+		// loaded: that would lose their rows silently (sluice migrate
+		// reloads such a table before it gets here, see ReloadLost).
+		return &sluice.Error{Op: "load: target table " + tgt.String(), Err: fmt.Errorf("%w: it is missing, but this task's checkpoints say some of its chunks are loaded", sluice.ErrSchemaMismatch),
+			Hint: fmt.Sprintf("DELETE FROM %s WHERE task = '%s' AND tbl = '%s' on the target, then run the same command again: it loads the table whole",
+				l.meta.table("load_checkpoint"), strings.ReplaceAll(l.cfg.Task, "'", "''"), strings.ReplaceAll(tblKey(tgt), "'", "''"))}
+	}
 	if have == nil {
-		return l.createTable(ctx, src, tgt)
+		if err := l.createTable(ctx, src, tgt); err != nil {
+			return err
+		}
+		// The table's definition is this run's snapshot's, whatever an
+		// earlier run stored with the plan: replication judges DDL by it.
+		if err := l.meta.setPlanSnapshot(ctx, tgt, l.snap); err != nil {
+			return fmt.Errorf("load: %w", dbconn.Classify(err, "target", l.cfg.Target))
+		}
+		return nil
 	}
 	if diff := definitionDiff(src, have); diff != "" {
-		return &sluice.Error{Op: "load: target table " + tgt.String(), Err: fmt.Errorf("%w from source %s: %s", sluice.ErrSchemaMismatch, src.Ref, diff),
-			Hint: "drop or rename the target table (sluice creates it), make it match the source, or exclude " + src.Ref.String() + " in tables.exclude"}
+		hint := "drop or rename the target table (sluice creates it), make it match the source, or exclude " + src.Ref.String() + " in tables.exclude"
+		if started {
+			hint = "drop the target table (sluice migrate then loads it again whole from the source), make it match the source, or exclude " + src.Ref.String() + " in tables.exclude"
+		}
+		return &sluice.Error{Op: "load: target table " + tgt.String(), Err: fmt.Errorf("%w from source %s: %s", sluice.ErrSchemaMismatch, src.Ref, diff), Hint: hint}
 	}
 	if started {
 		return nil

@@ -107,6 +107,13 @@ func (m meta) savePlan(ctx context.Context, tbl sluice.TableRef, src sluice.Tabl
 	return err
 }
 
+// setPlanSnapshot records that target table tbl was made at this run's
+// snapshot snap (JSON).
+func (m meta) setPlanSnapshot(ctx context.Context, tbl sluice.TableRef, snap string) error {
+	_, err := m.db.ExecContext(ctx, "UPDATE "+m.table("load_plan")+" SET snapshot = ? WHERE task = ? AND tbl = ?", snap, m.task, tblKey(tbl))
+	return err
+}
+
 // position returns the snapshot position of the task's first run.
 func (m meta) position(ctx context.Context) (*sluice.Position, error) {
 	var b []byte

@@ -88,6 +88,9 @@ func FromTask(t *task.Config) (Config, error) {
 	c.Apply.Task = t.Name
 	c.Apply.Workers, c.Apply.Batch = inc.WorkerCount, inc.Batch
 	c.Apply.RelaxedOrder = inc.CommitOrder == "relaxed"
+	if inc.OnMissingRow != "" {
+		c.Apply.OnMissingRow = inc.OnMissingRow
+	}
 	c.MetricsAddr = inc.MetricsAddr
 	c.Start = sluice.Position{File: inc.BinlogFile, Pos: inc.BinlogPos, GTIDSet: inc.GTIDSet, Flavor: inc.Flavor}
 	return c, c.Validate()

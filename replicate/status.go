@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,11 +57,14 @@ type Status struct {
 	Txns         uint64  `json:"txns"`
 	Rows         uint64  `json:"rows"`
 	DDL          uint64  `json:"ddl"`
-	Reconnects   int     `json:"reconnects"`
-	Restarts     int     `json:"restarts"`
-	RelayFiles   int     `json:"relay_files"`
-	MetricsAddr  string  `json:"metrics_addr,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	// MissingRows counts the row changes skipped because their row was
+	// not on the target (incremental.on-missing-row: skip).
+	MissingRows uint64 `json:"missing_rows,omitempty"`
+	Reconnects  int    `json:"reconnects"`
+	Restarts    int    `json:"restarts"`
+	RelayFiles  int    `json:"relay_files"`
+	MetricsAddr string `json:"metrics_addr,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // WriteStatus replaces dir/status.json atomically.
@@ -115,6 +119,7 @@ type metrics struct {
 	txns       prometheus.Gauge
 	rows       prometheus.Gauge
 	stage      *prometheus.GaugeVec
+	missing    atomic.Uint64
 	srv        *http.Server
 	ln         net.Listener
 	done       chan struct{}
@@ -141,7 +146,10 @@ func newMetrics(task string) *metrics {
 			Help: "1 for the task's current stage", ConstLabels: labels}, []string{"stage"}),
 		done: make(chan struct{}),
 	}
-	m.reg.MustRegister(m.file, m.pos, m.lag, m.eventsRate, m.txnsRate, m.events, m.txns, m.rows, m.stage)
+	missing := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "apply", Name: "missing_rows_total",
+		Help: "row changes (UPDATE, DELETE) skipped because their row was not on the target (incremental.on-missing-row: skip)", ConstLabels: labels},
+		func() float64 { return float64(m.missing.Load()) })
+	m.reg.MustRegister(m.file, m.pos, m.lag, m.eventsRate, m.txnsRate, m.events, m.txns, m.rows, m.stage, missing)
 	return m
 }
 
@@ -156,6 +164,7 @@ func (m *metrics) update(s Status) {
 	m.events.Set(float64(s.Events))
 	m.txns.Set(float64(s.Txns))
 	m.rows.Set(float64(s.Rows))
+	m.missing.Store(s.MissingRows)
 	for _, st := range []string{StageStarting, StageRunning, StageRetrying, StageStopped, StageFailed} {
 		v := 0.0
 		if st == s.Stage {

@@ -479,6 +479,7 @@ func (t *Task) retireApplier(a *apply.Applier) {
 	t.base.Txns += s.Txns
 	t.base.Rows += s.Rows
 	t.base.DDL += s.DDL
+	t.base.MissingRows += s.MissingRows
 	if s.Applied.File != "" {
 		t.base.Applied = s.Applied
 	}
@@ -507,6 +508,7 @@ func (t *Task) Status() Status {
 	s := Status{Task: t.cfg.Name, Stage: t.stage, PID: os.Getpid(), Updated: now.UTC(), Started: t.started.UTC(),
 		Error: t.lastErr, MetricsAddr: t.metAddr, Restarts: int(t.restarts.Load()), Events: t.events.Load()}
 	s.Applied, s.Txns, s.Rows, s.DDL = t.base.Applied, t.base.Txns, t.base.Rows, t.base.DDL
+	s.MissingRows = t.base.MissingRows
 	if t.applier != nil {
 		as := t.applier.Stats()
 		if as.Applied.File != "" {
@@ -515,6 +517,7 @@ func (t *Task) Status() Status {
 		s.Txns += as.Txns
 		s.Rows += as.Rows
 		s.DDL += as.DDL
+		s.MissingRows += as.MissingRows
 	}
 	if t.rlog != nil {
 		s.Relay = t.rlog.End()

@@ -123,6 +123,7 @@ func inspectKeys(ctx context.Context, db *sql.DB, t *sluice.Table) error {
 	})
 	for _, k := range keys {
 		t.UniqueKeys = append(t.UniqueKeys, k.cols)
+		t.UniqueKeyNames = append(t.UniqueKeyNames, k.name)
 		if len(t.PK) == 0 && !k.nullable && len(k.cols) > 0 {
 			t.PK = k.cols
 			t.PKIsPrimary = k.name == "PRIMARY"

@@ -77,7 +77,16 @@ func (t *Tracker) Table(ref sluice.TableRef) *sluice.Table {
 func (t *Tracker) Put(tb *sluice.Table) {
 	d := &tableDef{Ref: tb.Ref, Columns: append([]sluice.Column(nil), tb.Columns...)}
 	for n, k := range tb.UniqueKeys {
+		// The names matter: a later DROP PRIMARY KEY or DROP INDEX finds
+		// the key by its name, and a key left behind would keep
+		// identifying rows by columns that are no longer unique.
 		kd := keyDef{Name: fmt.Sprintf("uk%d", n), Primary: tb.PKIsPrimary && equalInts(k, tb.PK)}
+		if n < len(tb.UniqueKeyNames) && tb.UniqueKeyNames[n] != "" {
+			kd.Name = tb.UniqueKeyNames[n]
+		}
+		if kd.Primary {
+			kd.Name = "PRIMARY"
+		}
 		for _, ci := range k {
 			kd.Cols = append(kd.Cols, tb.Columns[ci].Name)
 		}
@@ -177,6 +186,7 @@ func (d *tableDef) build() *sluice.Table {
 			continue
 		}
 		tb.UniqueKeys = append(tb.UniqueKeys, idx)
+		tb.UniqueKeyNames = append(tb.UniqueKeyNames, k.Name)
 		if len(tb.PK) == 0 && !nullable {
 			tb.PK, tb.PKIsPrimary = idx, k.Primary
 		}

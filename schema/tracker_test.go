@@ -93,3 +93,31 @@ func TestTrackerUnsupported(t *testing.T) {
 		t.Fatal("a rejected ALTER must leave the schema unchanged")
 	}
 }
+
+// TestSeededKeysDropByName: a table seeded from Inspect (Put) must lose its
+// primary key on DROP PRIMARY KEY and a unique key on DROP INDEX, as one
+// created by DDL in the stream does. Keys seeded under made-up names stayed
+// behind, and the applier went on matching rows by a key that was no longer
+// unique (the difftest's droppk script).
+func TestSeededKeysDropByName(t *testing.T) {
+	ref := sluice.TableRef{Schema: "db", Name: "t"}
+	seeded := &sluice.Table{Ref: ref, Columns: []sluice.Column{{Name: "id"}, {Name: "u"}, {Name: "v", Nullable: true}},
+		PK: []int{0}, PKIsPrimary: true, UniqueKeys: [][]int{{0}, {1}}, UniqueKeyNames: []string{"PRIMARY", "uu"}}
+	tr := NewTracker()
+	tr.Put(seeded)
+	mustApply(t, tr, "db", "ALTER TABLE t DROP PRIMARY KEY")
+	tb := tr.Table(ref)
+	if len(tb.UniqueKeys) != 1 || tb.PKIsPrimary || len(tb.PK) != 1 || tb.PK[0] != 1 {
+		t.Fatalf("after DROP PRIMARY KEY: PK %v primary %v unique keys %v, want only uu as the key", tb.PK, tb.PKIsPrimary, tb.UniqueKeys)
+	}
+	mustApply(t, tr, "db", "ALTER TABLE t DROP INDEX uu")
+	if tb := tr.Table(ref); len(tb.UniqueKeys) != 0 || tb.HasKey() {
+		t.Fatalf("after DROP INDEX uu: PK %v unique keys %v, want none", tb.PK, tb.UniqueKeys)
+	}
+	// Without names (an older saved state), the primary key is still found.
+	tr.Put(&sluice.Table{Ref: ref, Columns: seeded.Columns, PK: []int{0}, PKIsPrimary: true, UniqueKeys: [][]int{{0}}})
+	mustApply(t, tr, "db", "ALTER TABLE t DROP PRIMARY KEY")
+	if tb := tr.Table(ref); tb.HasKey() {
+		t.Fatalf("after DROP PRIMARY KEY of an unnamed seeded key: PK %v", tb.PK)
+	}
+}

@@ -61,6 +61,12 @@ type Incremental struct {
 	// source order) or "relaxed" (groups that do not conflict may commit
 	// out of source order; see docs/manual/apply.md).
 	CommitOrder string `yaml:"commit-order"`
+	// OnMissingRow is what a replicated UPDATE or DELETE that matches no
+	// target row does: "stop" (the default: the task stops with an error
+	// naming the table, key and source transaction, and nothing of that
+	// transaction is committed) or "skip" (the transaction commits without
+	// it, and sluice_apply_missing_rows_total counts it).
+	OnMissingRow string `yaml:"on-missing-row"`
 }
 
 // Tables selects tables by "schema.table" glob patterns (* and ?).
@@ -194,6 +200,11 @@ func (c *Config) Validate() error {
 	case "", "source", "relaxed":
 	default:
 		return bad("incremental.commit-order", "must be source or relaxed")
+	}
+	switch c.Incremental.OnMissingRow {
+	case "", "stop", "skip":
+	default:
+		return bad("incremental.on-missing-row", "must be stop or skip")
 	}
 	return nil
 }

@@ -60,6 +60,19 @@ func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	defer l.Close()
+	// The dump holds every chunk: a loaded table that the target lost
+	// (dropped or emptied by hand) is loaded again from it.
+	inDump := map[sluice.TableRef]bool{}
+	for _, tm := range m.Tables {
+		inDump[tm.Table.Ref] = true
+	}
+	lost, err := l.ReloadLost(ctx, func(_ context.Context, t sluice.TableRef) (bool, bool, error) { return inDump[t], inDump[t], nil })
+	if err != nil {
+		return err
+	}
+	for _, t := range lost {
+		fmt.Fprintf(out, "load %s: %s is %s although this load wrote it; it is loaded again whole\n", cfg.Name, t.Target, t.Why)
+	}
 	var specs []load.TableSpec
 	var tables []dumpfmt.TableMeta
 	for _, tm := range m.Tables {

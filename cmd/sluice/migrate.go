@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/dump"
 	"github.com/sluice-db/sluice/internal/chunk"
+	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
 	"github.com/sluice-db/sluice/load"
 	"github.com/sluice-db/sluice/task"
@@ -203,26 +205,72 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		return nil, err
 	}
 	defer l.Close()
+	// A copied table that the target lost (dropped or emptied by hand) is
+	// loaded again, never left empty under checkpoints that say done.
+	lost, err := l.ReloadLost(ctx, sourceProbe(cfg))
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range lost {
+		fmt.Fprintf(out, "migrate %s: %s is %s although this task copied it; it is loaded again whole\n", cfg.Name, t.Target, t.Why)
+	}
+	complete, err := l.Complete(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read the copy's checkpoints: %w", err)
+	}
+	if replicating && complete {
+		// Nothing to copy: replication resumes from its checkpoint, as
+		// --mode incremental does. The target tables are not compared with
+		// the source's definitions (a source DDL that replication has not
+		// applied yet makes them differ) and tables that replication made
+		// are not copied. No snapshot, so no lock on the source.
+		fmt.Fprintf(out, "migrate %s: the full copy is complete; resuming replication\n", cfg.Name)
+		return &fullResult{start: l.FirstPosition(), resumed: true}, nil
+	}
 	dc := f.dumpConfig(cfg)
 	dc.PlanFor, dc.Done, dc.WholeTable, dc.WholeWave = l.Plan, l.Done, l.WholeTable, cfg.PoolSize
+	restricted := false
+	if replicating && l.Resumed() {
+		if done, err := l.CopiedBefore(ctx); err != nil {
+			return nil, err
+		} else if done {
+			// The copy had finished, and replication may have run since:
+			// copy only the planned tables with chunks to load again (lost
+			// tables). Any other table is replication's (made on the source
+			// after the copy) and keeps its replicated definition and rows.
+			sel := dc.Select
+			dc.Select = func(t sluice.TableRef) bool { return sel(t) && l.Pending(t) }
+			restricted = true
+		}
+	}
 	began := time.Now()
 	d, err := dump.Open(ctx, dc)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	if err := checkPatterns(cfg, d.Tables()); err != nil {
-		return nil, err
+	if !restricted {
+		if err := checkPatterns(cfg, d.Tables()); err != nil {
+			return nil, err
+		}
 	}
 	specs := make([]load.TableSpec, len(d.Tables()))
 	for i, tp := range d.Tables() {
 		specs[i] = load.TableSpec{Table: tp.Table, Plan: dumpfmt.PlanOf(tp.Chunks)}
 	}
 	resumed := l.Resumed()
-	if err := l.Prepare(ctx, d.Position(), specs); err != nil {
+	snap := d.Position()
+	if d.NoSnapshot() && l.FirstPosition() != nil {
+		snap = *l.FirstPosition()
+	}
+	if err := l.Prepare(ctx, snap, specs); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "migrate %s: %d tables, snapshot at %s, %d chunks to copy", cfg.Name, len(specs), d.Position(), l.Stats().TotalChunks.Load())
+	if d.NoSnapshot() {
+		fmt.Fprintf(out, "migrate %s: %d tables, nothing left to copy (no snapshot taken)", cfg.Name, len(specs))
+	} else {
+		fmt.Fprintf(out, "migrate %s: %d tables, snapshot at %s, %d chunks to copy", cfg.Name, len(specs), d.Position(), l.Stats().TotalChunks.Load())
+	}
 	if resumed {
 		fmt.Fprintf(out, " (resumed: %d chunks done before; the rest is read from a new snapshot)", l.Stats().Skipped.Load())
 	}
@@ -259,6 +307,30 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		fmt.Fprintf(out, "snapshot position: %s\n", pos)
 	}
 	return &fullResult{start: pos, resumed: resumed}, nil
+}
+
+// sourceProbe checks source tables for the loader's lost-table check with
+// one plain connection: no snapshot, no lock.
+func sourceProbe(cfg *task.Config) load.SourceProbe {
+	return func(ctx context.Context, t sluice.TableRef) (bool, bool, error) {
+		db, err := dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: 1})
+		if err != nil {
+			return false, false, err
+		}
+		defer db.Close()
+		var one int
+		err = db.QueryRowContext(ctx, "SELECT 1 FROM "+t.Quoted()+" LIMIT 1").Scan(&one)
+		var me *mysql.MySQLError
+		switch {
+		case err == nil:
+			return true, true, nil
+		case errors.Is(err, sql.ErrNoRows):
+			return true, false, nil
+		case errors.As(err, &me) && me.Number == 1146:
+			return false, false, nil
+		}
+		return false, false, dbconn.Classify(err, "source", cfg.Source)
+	}
 }
 
 // streamSink adapts the loader to dump.Sink.
