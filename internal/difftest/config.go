@@ -42,6 +42,9 @@ type Features struct {
 	// NoDropKey generates no DROP PRIMARY KEY / DROP INDEX (the decoder
 	// keeps the old keys when only keys change).
 	NoDropKey bool
+	// NoSwap generates no RENAME swaps of two tables (a kill between the
+	// swap and its checkpoint makes the restart swap them back).
+	NoSwap bool
 	// DDLKinds, if set, is a comma-separated list of the DDL kinds to
 	// generate (see ddlKinds in ddl.go); a tool for reducing a failure.
 	DDLKinds        string
@@ -124,6 +127,7 @@ func (f *Features) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.NoDDLInCopy, "no-ddl-in-copy", false, "no DDL until the copy is done")
 	fs.StringVar(&f.DDLKinds, "ddl-kinds", "", "only these DDL kinds (comma-separated: "+strings.Join(ddlKinds, ",")+")")
 	fs.BoolVar(&f.NoDropKey, "no-drop-key", false, "no DROP PRIMARY KEY / DROP INDEX")
+	fs.BoolVar(&f.NoSwap, "no-swap", false, "no RENAME swaps of two tables")
 	fs.BoolVar(&f.NoDDL, "no-ddl", false, "no DDL between the DML")
 	fs.BoolVar(&f.NoKills, "no-kills", false, "no kill -9 of sluice")
 	fs.BoolVar(&f.NoTargetRestart, "no-target-restart", false, "no target restarts")

@@ -135,7 +135,7 @@ func (w *workload) ddlStmts(ctx context.Context, r *rand.Rand, names []string) [
 	case 6: // RENAME TABLE
 		return []string{fmt.Sprintf("RENAME TABLE %s TO `%s`.`%s`", qt, w.schema, w.newName())}
 	case 7: // swap two tables
-		if len(names) < 2 {
+		if len(names) < 2 || f.NoSwap {
 			return nil
 		}
 		b := w.model[pick(r, names)]

@@ -87,6 +87,12 @@ func (e *Env) restartTarget(ctx context.Context) error {
 	if err := e.Dst.Stop(ctx, 2*time.Minute); err != nil {
 		return fmt.Errorf("stop target: %w", err)
 	}
+	return e.startTarget(ctx)
+}
+
+// startTarget starts the target if it is down (sandbox.Up returns a
+// running instance unchanged).
+func (e *Env) startTarget(ctx context.Context) error {
 	c := sandbox.DefaultConfig()
 	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(e.Dst.Home), e.Dst.Name, e.Dst.Port, "128M"
 	if _, err := sandbox.Up(ctx, c); err != nil {

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-db/sluice/replicate"
 )
 
 // sluiceProc is the sluice child process of a seed. Every start, kill and
@@ -50,6 +53,15 @@ func (p *sluiceProc) start(mode string) error {
 		close(done)
 	}()
 	return nil
+}
+
+func (p *sluiceProc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
 
 func (p *sluiceProc) running() bool {
@@ -198,6 +210,21 @@ func progress(ctx context.Context, db *sql.DB, task string) int64 {
 	return -1
 }
 
+// sluiceRunning reports whether the current sluice process says, in its
+// status file, that it is replicating.
+func (s *seedRun) sluiceRunning() bool {
+	st, err := replicate.ReadStatus(filepath.Join(s.dir, "state"))
+	return err == nil && st.PID == s.sl.pid() && st.Stage == replicate.StageRunning
+}
+
+// ddlPending reports whether the checkpoint marks a DDL statement as about
+// to run (or running): a kill then lands between a DDL and its checkpoint.
+func ddlPending(ctx context.Context, db *sql.DB, task string) bool {
+	var n int
+	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sluice_meta.apply_checkpoint WHERE task=? AND IFNULL(ddl_pending,'') <> ''", task).Scan(&n)
+	return err == nil && n > 0
+}
+
 func copyChunks(ctx context.Context, db *sql.DB, task string) int {
 	var n int
 	if db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sluice_meta.load_checkpoint WHERE task=?", task).Scan(&n) != nil {
@@ -217,7 +244,7 @@ func (s *seedRun) faults(ctx context.Context) error {
 	inCopy := s.copyKill
 	base := int64(-1)
 	k := int64(1 + r.Intn(60))
-	target := false
+	target, onDDL := false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -241,8 +268,17 @@ func (s *seedRun) faults(ctx context.Context) error {
 		case cur < 0:
 		case base < 0:
 			base = cur
+		case onDDL:
+			// Wait for K transactions, then for the next DDL to be marked.
+			fire = cur-base >= k && ddlPending(ctx, db, s.task)
 		default:
 			fire = cur-base >= k
+		}
+		if fire && target && !s.cfg.Features.NoTargetRestart && !s.sluiceRunning() {
+			// A target outage while sluice starts up stops it with exit 2
+			// by design (start-up checks fail fast); restart the target
+			// only once this process runs.
+			fire = false
 		}
 		if !fire {
 			continue
@@ -250,7 +286,11 @@ func (s *seedRun) faults(ctx context.Context) error {
 		switch {
 		case target && !s.cfg.Features.NoTargetRestart:
 			s.out("target restart #%d at applied gtid seq %d", s.res.TargetRestarts+1, cur)
-			if err := s.e.restartTarget(ctx); err != nil {
+			// Not ctx: the end of the workload must not leave the target down.
+			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			err := s.e.restartTarget(rctx)
+			cancel()
+			if err != nil {
 				return err
 			}
 			s.res.TargetRestarts++
@@ -258,6 +298,9 @@ func (s *seedRun) faults(ctx context.Context) error {
 			s.sl.kill()
 			s.res.Kills++
 			what := fmt.Sprintf("applied gtid seq %d", cur)
+			if onDDL {
+				what += " with a DDL pending"
+			}
 			if inCopy {
 				s.res.CopyKills++
 				what = fmt.Sprintf("in the copy, %d chunks loaded", copyChunks(ctx, db, s.task))
@@ -272,5 +315,6 @@ func (s *seedRun) faults(ctx context.Context) error {
 		base = progress(ctx, db, s.task)
 		k = int64(1 + r.Intn(80))
 		target = r.Intn(6) == 0
+		onDDL = !target && !s.cfg.Features.NoDDL && r.Intn(4) == 0
 	}
 }

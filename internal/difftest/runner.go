@@ -127,6 +127,9 @@ func (s *seedRun) dropSchemas(ctx context.Context) {
 }
 
 func (s *seedRun) run(ctx context.Context) error {
+	if err := s.e.startTarget(ctx); err != nil {
+		return err
+	}
 	s.dropSchemas(ctx)
 	_ = os.RemoveAll(s.dir)
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
