@@ -111,7 +111,6 @@ var knownBugs = Features{
 	NoKeyVariants:  true, // bug 5
 	PlainDDL:       true, // schema tracker parser: INVISIBLE, spatial, NO PAD
 	NoDDLInCopy:    true, // dump: a table dropped while the dump starts
-	NoSwap:         true, // a kill between a RENAME swap and its checkpoint
 	NoLossyGenCol:  true, // the strict target session refuses a lossy generated value
 }
 
