@@ -73,6 +73,9 @@ type seedRun struct {
 type Script struct {
 	Name          string
 	Before, After []string
+	// Stopped, if set, runs once sluice has caught up with After and been
+	// stopped cleanly (SIGTERM); then the same --mode all runs again.
+	Stopped []string
 }
 
 // RunScript runs a Script as seed 0 would run (no kills, no DDL of its
@@ -177,6 +180,9 @@ func (s *seedRun) run(ctx context.Context) error {
 				if _, err := s.e.SrcDB.ExecContext(wctx, strings.ReplaceAll(q, "{s}", s.schema)); err != nil {
 					s.out("script: %v: %s", err, q)
 				}
+			}
+			if len(s.script.Stopped) > 0 {
+				s.restartAround(wctx)
 			}
 			return
 		}
@@ -323,6 +329,27 @@ func (s *seedRun) waitApplied(ctx context.Context, end binlogPos) bool {
 			return false
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// restartAround waits for sluice to apply everything so far, stops it,
+// runs the script's Stopped statements and starts the same command again.
+func (s *seedRun) restartAround(ctx context.Context) {
+	end, err := sourcePos(ctx, s.e.SrcDB)
+	if err != nil || !s.waitApplied(ctx, end) {
+		return
+	}
+	if err := s.sl.stop(time.Minute); err != nil {
+		s.res.fail("sluice did not stop cleanly on SIGTERM: %v: %s", err, s.sl.tail())
+		return
+	}
+	for _, q := range s.script.Stopped {
+		if _, err := s.e.SrcDB.ExecContext(ctx, strings.ReplaceAll(q, "{s}", s.schema)); err != nil {
+			s.out("script: %v: %s", err, q)
+		}
+	}
+	if err := s.sl.start("all"); err != nil {
+		s.res.fail("restart: %v", err)
 	}
 }
 
