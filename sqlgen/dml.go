@@ -2,6 +2,7 @@ package sqlgen
 
 import (
 	"bytes"
+	"math"
 	"strconv"
 	"strings"
 
@@ -24,12 +25,19 @@ type TableSpec struct {
 	Keyless bool
 	// nullable[i] says column i may hold NULL, so WHERE uses <=>.
 	nullable []bool
+	// exact[i] says a keyless WHERE compares column i by its exact value:
+	// strings and bytes by their bytes (CAST(col AS BINARY)), not by the
+	// column's collation, which finds 'A' for 'a' in a _ci column and 'a '
+	// for 'a' in any PAD SPACE one; floats by a DOUBLE literal that is the
+	// stored value exactly.
+	exact []bool
 }
 
 // NewTableSpec builds the spec for writing rows of t into target. Keyless
-// tables identify a row by every column except approximate (FLOAT) and
-// generated ones, and change one row at a time (LIMIT 1), so duplicate rows
-// stay duplicates.
+// tables identify a row by every column but generated ones, each compared
+// by its exact value (see TableSpec.exact), and change one row at a time
+// (LIMIT 1), so duplicate rows stay duplicates: any row that matches is
+// byte for byte the row the source changed.
 func NewTableSpec(t *sluice.Table, target sluice.TableRef) *TableSpec {
 	s := &TableSpec{Name: target.Quoted(), Cols: make([]string, len(t.Columns)), nullable: make([]bool, len(t.Columns))}
 	for i, c := range t.Columns {
@@ -47,14 +55,62 @@ func NewTableSpec(t *sluice.Table, target sluice.TableRef) *TableSpec {
 		return s
 	}
 	s.Keyless = true
+	s.exact = make([]bool, len(t.Columns))
 	for i, c := range t.Columns {
-		if c.Generated || c.DataType == "float" {
-			continue
+		if c.Generated {
+			continue // computed from the other columns, which are compared
 		}
 		s.Key = append(s.Key, i)
 		s.nullable[i] = true // NULL-safe comparison costs nothing and is always right
+		s.exact[i] = textual[strings.ToLower(c.DataType)] || c.DataType == "float" || c.DataType == "double"
 	}
 	return s
+}
+
+// textual are the data types whose values are strings or bytes compared by
+// a collation (or, for JSON and spatial types, stored as bytes).
+var textual = map[string]bool{"char": true, "varchar": true, "binary": true, "varbinary": true,
+	"tinytext": true, "text": true, "mediumtext": true, "longtext": true,
+	"tinyblob": true, "blob": true, "mediumblob": true, "longblob": true, "json": true,
+	"geometry": true, "point": true, "linestring": true, "polygon": true, "multipoint": true,
+	"multilinestring": true, "multipolygon": true, "geometrycollection": true,
+	"uuid": true, "inet4": true, "inet6": true}
+
+// appendExactCond appends the keyless match of column i against v.
+func (s *TableSpec) appendExactCond(b []byte, i int, v any) []byte {
+	switch x := v.(type) {
+	case string:
+		b = append(b, "CAST("...)
+		b = append(b, s.Cols[i]...)
+		b = append(b, " AS BINARY)<=>_binary"...)
+		return appendQuotedBytes(b, []byte(x))
+	case []byte:
+		b = append(b, "CAST("...)
+		b = append(b, s.Cols[i]...)
+		b = append(b, " AS BINARY)<=>_binary"...)
+		return appendQuotedBytes(b, x)
+	case float32:
+		b = append(b, s.Cols[i]...)
+		b = append(b, "<=>"...)
+		return appendExactDouble(b, float64(x))
+	case float64:
+		b = append(b, s.Cols[i]...)
+		b = append(b, "<=>"...)
+		return appendExactDouble(b, x)
+	}
+	b = append(b, s.Cols[i]...)
+	b = append(b, "<=>"...)
+	return AppendValue(b, v)
+}
+
+// appendExactDouble writes f in exponent form, which MariaDB reads as a
+// DOUBLE (a plain 0.1 would be a DECIMAL); every float32 is a double
+// exactly, and a FLOAT column compares as its exact double value.
+func appendExactDouble(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "NULL"...)
+	}
+	return strconv.AppendFloat(b, f, 'e', -1, 64)
 }
 
 // AppendInsertHead appends "INSERT INTO t (cols) VALUES " to b; append rows
@@ -154,6 +210,10 @@ func (s *TableSpec) appendWhere(b []byte, row []any) []byte {
 		if n > 0 {
 			b = append(b, " AND "...)
 		}
+		if s.exact != nil && s.exact[i] {
+			b = s.appendExactCond(b, i, row[i])
+			continue
+		}
 		b = append(b, s.Cols[i]...)
 		if s.nullable[i] {
 			b = append(b, "<=>"...)
@@ -232,13 +292,27 @@ func (s *TableSpec) where(sb *strings.Builder, row []any, args []any) []any {
 		if n > 0 {
 			sb.WriteString(" AND ")
 		}
+		v := row[i]
+		if s.exact != nil && s.exact[i] {
+			switch x := v.(type) {
+			case string:
+				v = []byte(x)
+			case float32:
+				v = float64(x) // bound as a DOUBLE: the FLOAT's exact value
+			}
+			if _, ok := v.([]byte); ok {
+				sb.WriteString("CAST(" + s.Cols[i] + " AS BINARY)<=>?")
+				args = append(args, v)
+				continue
+			}
+		}
 		sb.WriteString(s.Cols[i])
 		if s.nullable[i] {
 			sb.WriteString("<=>?")
 		} else {
 			sb.WriteString("=?")
 		}
-		args = append(args, row[i])
+		args = append(args, v)
 	}
 	if s.Keyless {
 		sb.WriteString(" LIMIT 1")

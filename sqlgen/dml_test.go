@@ -73,15 +73,20 @@ func TestDML(t *testing.T) {
 	}
 
 	k := NewTableSpec(table(false), to)
-	if got, want := string(k.AppendDelete(nil, r2)), "DELETE FROM `d`.`t``x` WHERE `id`<=>2 AND `v`<=>NULL LIMIT 1"; got != want {
+	if got, want := string(k.AppendDelete(nil, r2)), "DELETE FROM `d`.`t``x` WHERE `id`<=>2 AND `v`<=>NULL AND `f`<=>2e+00 LIMIT 1"; got != want {
 		t.Errorf("keyless delete\ngot  %s\nwant %s", got, want)
 	}
 	q, args := k.Update(r1, r2)
-	if want := "UPDATE `d`.`t``x` SET `id`=?,`v`=?,`f`=? WHERE `id`<=>? AND `v`<=>? LIMIT 1"; q != want {
+	if want := "UPDATE `d`.`t``x` SET `id`=?,`v`=?,`f`=? WHERE `id`<=>? AND CAST(`v` AS BINARY)<=>? AND `f`<=>? LIMIT 1"; q != want {
 		t.Errorf("placeholder update\ngot  %s\nwant %s", q, want)
 	}
-	if want := []any{int32(2), nil, float32(2), int32(1), "a"}; !reflect.DeepEqual(args, want) {
+	if want := []any{int32(2), nil, float32(2), int32(1), []byte("a"), float64(1.5)}; !reflect.DeepEqual(args, want) {
 		t.Errorf("args %v, want %v", args, want)
+	}
+	// Keyless rows are matched by exact bytes and exact float values.
+	if got, want := string(k.AppendDelete(nil, []any{int32(1), "a ", float32(0.1), int32(0)})),
+		"DELETE FROM `d`.`t``x` WHERE `id`<=>1 AND CAST(`v` AS BINARY)<=>_binary'a ' AND `f`<=>1.0000000149011612e-01 LIMIT 1"; got != want {
+		t.Errorf("keyless exact delete\ngot  %s\nwant %s", got, want)
 	}
 	q, args = s.Insert(r1)
 	if q != "INSERT INTO `d`.`t``x` (`id`,`v`,`f`) VALUES (?,?,?)" || len(args) != 3 {
