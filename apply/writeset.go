@@ -42,7 +42,10 @@ func (a *Applier) resolve(ctx context.Context, t *sluice.Table) (*tableInfo, err
 	if err != nil {
 		if errors.Is(err, sluice.ErrUnknownTable) {
 			return nil, &sluice.Error{Op: "apply rows to " + t.Ref.String(), Err: err,
-				Hint: "create the table on the target (run the full copy, or check routes), then restart the task"}
+				// Never "create it by hand": an empty table under rows the
+				// source already has would lose them silently. A rerun of
+				// --mode all reloads a copied table the target lost.
+				Hint: "if the table was copied, rerun sluice migrate --mode all, which reloads a copied table the target lost; otherwise check routes and tables.include"}
 		}
 		return nil, fmt.Errorf("inspect target table %s: %w", t.Ref, err)
 	}
