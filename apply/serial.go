@@ -77,6 +77,9 @@ func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	return nil
 }
 
+// afterDDLHook, when set by a test, runs between a DDL and its checkpoint.
+var afterDDLHook func() error
+
 // alreadyDone are the errors a DDL statement gives when it ran before a
 // crash that came before its checkpoint.
 var alreadyDone = map[uint16]bool{1007: true, 1008: true, 1050: true, 1051: true, 1054: true, 1060: true, 1061: true, 1068: true, 1091: true, 1146: true, 1826: true}
@@ -122,6 +125,11 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 		if err != nil {
 			return err
 		}
+		if afterDDLHook != nil {
+			if err := afterDDLHook(); err != nil {
+				return err
+			}
+		}
 	}
 	b := append([]byte(nil), "START TRANSACTION;"...)
 	b = a.appendCheckpoint(b, serialWorker, a.baseSeq+seq, it.End, appendRanges(nil, it.End, a.inherited))
@@ -141,6 +149,7 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 		return fmt.Errorf("checkpoint DDL at %s: %w", it.End, err)
 	}
 	a.pending = ""
+	a.dropRenameMarkers(ctx, it)
 	// Table shapes changed: resolve every table again.
 	a.tables.Range(func(k, _ any) bool { a.tables.Delete(k); return true })
 	a.mu.Lock()
@@ -152,8 +161,14 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 }
 
 func (a *Applier) runDDL(ctx context.Context, it sluice.StreamItem, tolerant bool) error {
-	for _, q := range it.DDL {
-		if _, err := a.serial.ExecContext(ctx, q); err != nil {
+	for i, q := range it.DDL {
+		var err error
+		if isRenameTable(q) {
+			err = a.runRename(ctx, a.serial, q, it.End, i)
+		} else {
+			_, err = a.serial.ExecContext(ctx, q)
+		}
+		if err != nil {
 			var me *mysql.MySQLError
 			if tolerant && errors.As(err, &me) && alreadyDone[me.Number] {
 				continue

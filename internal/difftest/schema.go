@@ -357,7 +357,11 @@ func createTable(r *rand.Rand, f Features, schema, name string, next *int) strin
 		defs = append(defs, fmt.Sprintf("`%s` BIGINT AS (`%s` * 2 + 1) %s", newName(""), intCol, pick(r, []string{"VIRTUAL", "STORED"})))
 	}
 	if textCol != "" && r.Intn(2) == 0 {
-		defs = append(defs, fmt.Sprintf("`%s` VARCHAR(200) AS (CONCAT(`%s`, '|')) %s", newName(""), textCol, pick(r, []string{"VIRTUAL", "STORED"})))
+		cs := ""
+		if f.NoLossyGenCol {
+			cs = " CHARACTER SET utf8mb4"
+		}
+		defs = append(defs, fmt.Sprintf("`%s` VARCHAR(200)%s AS (CONCAT(`%s`, '|')) %s", newName(""), cs, textCol, pick(r, []string{"VIRTUAL", "STORED"})))
 	}
 	if r.Intn(3) == 0 && !f.plain() {
 		defs = append(defs, fmt.Sprintf("`%s` INT INVISIBLE NULL DEFAULT 7", newName("")))
