@@ -76,6 +76,7 @@ type Applier struct {
 	db        *sql.DB
 	ckptTable string
 	tables    sync.Map // *sluice.Table -> *tableInfo
+	weights   weightTables
 
 	in      chan sluice.StreamItem
 	flushes chan chan error

@@ -20,6 +20,9 @@ type tableInfo struct {
 	// keys are the unique keys (column indexes into the row) whose values
 	// make up a row's writeset.
 	keys [][]int
+	// folds[k][p] hashes part p of keys[k] the way the target's collation
+	// compares it (nil: the default fold).
+	folds [][]*keyFold
 	// id seeds the key hashes so equal values in different tables differ.
 	id uint64
 }
@@ -39,7 +42,10 @@ func (a *Applier) resolve(ctx context.Context, t *sluice.Table) (*tableInfo, err
 	if err != nil {
 		if errors.Is(err, sluice.ErrUnknownTable) {
 			return nil, &sluice.Error{Op: "apply rows to " + t.Ref.String(), Err: err,
-				Hint: "create the table on the target (run the full copy, or check routes), then restart the task"}
+				// Never "create it by hand": an empty table under rows the
+				// source already has would lose them silently. A rerun of
+				// --mode all reloads a copied table the target lost.
+				Hint: "if the table was copied, rerun sluice migrate --mode all, which reloads a copied table the target lost; otherwise check routes and tables.include"}
 		}
 		return nil, fmt.Errorf("inspect target table %s: %w", t.Ref, err)
 	}
@@ -85,6 +91,17 @@ func (a *Applier) resolve(ctx context.Context, t *sluice.Table) (*tableInfo, err
 	for _, k := range tgt.UniqueKeys {
 		add(mapKey(k))
 	}
+	folds, err := a.foldsFor(ctx, t.Ref.Schema, t.Ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range info.keys {
+		fk := make([]*keyFold, len(k))
+		for p, ci := range k {
+			fk[p] = folds[strings.ToLower(eff.Columns[ci].Name)]
+		}
+		info.folds = append(info.folds, fk)
+	}
 	var h maphash.Hash
 	h.SetSeed(hashSeed)
 	h.WriteString(strings.ToLower(t.Ref.String()))
@@ -109,11 +126,19 @@ func addWriteset(keys []uint64, info *tableInfo, c *sluice.RowChange, h *maphash
 			var buf [8]byte
 			binary.LittleEndian.PutUint64(buf[:], info.id+uint64(ki))
 			h.Write(buf[:])
-			for _, ci := range k {
+			var folds []*keyFold
+			if ki < len(info.folds) {
+				folds = info.folds[ki]
+			}
+			for p, ci := range k {
 				if row[ci] == nil {
 					continue key // NULLs never collide in a unique key
 				}
-				hashValue(h, row[ci])
+				var f *keyFold
+				if p < len(folds) {
+					f = folds[p]
+				}
+				hashValue(h, row[ci], f)
 			}
 			keys = append(keys, h.Sum64())
 		}
@@ -121,18 +146,18 @@ func addWriteset(keys []uint64, info *tableInfo, c *sluice.RowChange, h *maphash
 	return keys
 }
 
-// hashValue hashes a key value so that values the server's collations may
-// consider equal hash equally: ASCII case and trailing spaces are folded.
-// Folding can only add false conflicts, which cost parallelism, never
-// correctness.
-func hashValue(h *maphash.Hash, v any) {
+// hashValue hashes a key value so that values the target's collation
+// considers equal hash equally (f, see keyfold.go; nil: ASCII case and
+// trailing spaces folded). Folding more than the collation can only add
+// false conflicts, which cost parallelism, never correctness.
+func hashValue(h *maphash.Hash, v any, f *keyFold) {
 	var buf [9]byte
 	switch x := v.(type) {
 	case string:
-		foldString(h, x)
+		f.hash(h, x)
 		return
 	case []byte:
-		foldString(h, string(x))
+		f.hash(h, string(x))
 		return
 	case int8:
 		binary.LittleEndian.PutUint64(buf[1:], uint64(int64(x)))

@@ -266,7 +266,12 @@ func (d *Decoder) restoreRouted(def string, st ast.StmtNode, names []*ast.TableN
 
 func restore(st ast.StmtNode) ([]string, error) {
 	var sb strings.Builder
-	if err := st.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &sb)); err != nil {
+	// Without a default-charset introducer on string literals: the parser
+	// gives every literal that has none the default charset, and writing it
+	// back as _utf8mb4'...' would change the text the target keeps for
+	// generated columns and defaults (SHOW CREATE differs). Explicit other
+	// charsets (_latin1'...') are kept.
+	if err := st.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags|format.RestoreStringWithoutDefaultCharset, &sb)); err != nil {
 		return nil, fmt.Errorf("rewrite statement: %w", err)
 	}
 	return []string{schema.RestoreTypes(sb.String())}, nil

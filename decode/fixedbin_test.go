@@ -80,6 +80,15 @@ func TestFixedBinaryReplicates(t *testing.T) {
 		"CREATE TABLE fb.k4 (b INET4 NOT NULL, c BINARY(4) NOT NULL, n INT, PRIMARY KEY (b, c))",
 		"CREATE TABLE fb.nk (u UUID, a INET6, b INET4, c BINARY(4), n INT)",
 		"ALTER TABLE fb.t ADD COLUMN u2 UUID AFTER u, MODIFY v VARBINARY(16), ADD COLUMN i4 INET4 NOT NULL DEFAULT '0.0.0.0'",
+		// Spatial types and invisible columns, created in the stream too.
+		"CREATE TABLE fb.g (id INT PRIMARY KEY, p POINT NOT NULL, g GEOMETRY, c INT INVISIBLE, d INT DEFAULT 1 INVISIBLE COMMENT 'x', KEY (c))",
+		"ALTER TABLE fb.g ADD COLUMN e POLYGON INVISIBLE, MODIFY c BIGINT INVISIBLE",
+		"INSERT INTO fb.g (id, p, g, c, d, e) VALUES (1, ST_PointFromText('POINT(1.5 -2)'), NULL, 7, 8, ST_GeomFromText('POLYGON((0 0,1 0,1 1,0 0))')), (2, ST_PointFromText('POINT(0 0)'), ST_GeomFromText('LINESTRING(0 0,1 1)'), NULL, DEFAULT, NULL)",
+		"UPDATE fb.g SET c = c + 1, p = ST_PointFromText('POINT(3 4)') WHERE id = 1",
+		// String literals in generated columns and defaults keep their text
+		// (no _utf8mb4 introducer added; an explicit one kept): difftest bug E.
+		"CREATE TABLE fb.gen (id INT PRIMARY KEY, c VARCHAR(10), g VARCHAR(20) AS (CONCAT(c, '|')) VIRTUAL, h VARCHAR(20) CHARACTER SET latin1 AS (CONCAT(c, _latin1'x')) STORED, d VARCHAR(5) DEFAULT 'x y')",
+		"INSERT INTO fb.gen (id, c) VALUES (1, 'a'), (2, NULL)",
 		// The issue's own repro.
 		"INSERT INTO fb.t (id, u, a, b) VALUES (1,'123e4567-e89b-12d3-a456-426614174000','::','0.0.0.0')",
 		"INSERT INTO fb.k (u, a, b, c) VALUES ('123e4567-e89b-12d3-a456-426614174000','::','0.0.0.0', X'000000')",
@@ -148,7 +157,7 @@ func TestFixedBinaryReplicates(t *testing.T) {
 		}
 	}
 	run.waitApplied(t, masterStatus(t, src))
-	sameTables(t, "fb", "t", "k", "k4", "nk")
+	sameTables(t, "fb", "t", "k", "k4", "nk", "g", "gen")
 	if t.Failed() {
 		t.Logf("rerun with SLUICE_SEED=%d", seed)
 	}

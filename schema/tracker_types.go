@@ -19,8 +19,17 @@ import (
 // rather than being read wrongly.
 const typeMarker = "sluice-mariadb-type:"
 
-// mariadbTypes are the types the stand-in replaces, with their byte length.
-var mariadbTypes = map[string]int{"uuid": 16, "inet6": 16, "inet4": 4}
+// mariadbTypes are the types the stand-in replaces, with their byte length
+// (0: variable). The spatial types are MariaDB's too as far as the TiDB
+// parser is concerned.
+var mariadbTypes = map[string]int{"uuid": 16, "inet6": 16, "inet4": 4,
+	"geometry": 0, "point": 0, "linestring": 0, "polygon": 0, "multipoint": 0, "multilinestring": 0,
+	"multipolygon": 0, "geometrycollection": 0}
+
+// invisibleMarker stands in for the INVISIBLE column attribute, which the
+// TiDB parser does not know: a column COMMENT, which it keeps in place and
+// which RestoreTypes turns back into INVISIBLE.
+const invisibleMarker = "COMMENT '" + typeMarker + "invisible'"
 
 // Words that precede a name but are not one: after them UUID, INET6 or
 // INET4 is a column, index or constraint name, not a type.
@@ -52,6 +61,14 @@ func rewriteMariaDBTypes(sql string) (string, bool) {
 	last := 0
 	for i, t := range toks {
 		low := strings.ToLower(t.text)
+		if low == "invisible" && t.name && i > 0 && toks[i-1].text != "(" && toks[i-1].text != "," &&
+			(i+1 == len(toks) || toks[i+1].text != "(") {
+			// A column attribute (or an index's, which restores the same).
+			b.WriteString(sql[last:t.start])
+			b.WriteString(invisibleMarker)
+			last = t.end
+			continue
+		}
 		if _, ok := mariadbTypes[low]; !ok || !t.name || t.text == "" {
 			continue
 		}
@@ -74,7 +91,12 @@ func rewriteMariaDBTypes(sql string) (string, bool) {
 
 func containsTypeWord(sql string) bool {
 	l := strings.ToLower(sql)
-	return strings.Contains(l, "uuid") || strings.Contains(l, "inet")
+	for _, w := range []string{"uuid", "inet", "invisible", "geometry", "point", "linestring", "polygon"} {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // isTypePosition: toks[i] follows a column name that starts a column
@@ -194,8 +216,10 @@ func mariadbType(tp *types.FieldType) string {
 	if !strings.HasPrefix(e, typeMarker) {
 		return ""
 	}
-	if t := strings.TrimPrefix(e, typeMarker); mariadbTypes[t] > 0 {
-		return t
+	if t := strings.TrimPrefix(e, typeMarker); t != "" {
+		if _, ok := mariadbTypes[t]; ok {
+			return t
+		}
 	}
 	return ""
 }
@@ -217,5 +241,5 @@ func RestoreTypes(sql string) string {
 	for t := range mariadbTypes {
 		sql = strings.ReplaceAll(sql, "ENUM('"+typeMarker+t+"')", strings.ToUpper(t))
 	}
-	return sql
+	return strings.ReplaceAll(sql, invisibleMarker, "INVISIBLE")
 }

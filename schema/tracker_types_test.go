@@ -38,6 +38,11 @@ func TestTrackerMariaDBTypes(t *testing.T) {
 	if RestoreTypes("x ENUM('"+typeMarker+"inet4') y") != "x INET4 y" {
 		t.Error("RestoreTypes")
 	}
+	mustApply(t, tr, "db", "CREATE TABLE g (id INT, p POINT NOT NULL, c INT INVISIBLE, `invisible` INT, point INT)")
+	g := tr.Table(sluice.TableRef{Schema: "db", Name: "g"})
+	if g == nil || names(g) != "id,p,c,invisible,point" || g.Columns[1].DataType != "point" || g.Columns[1].Nullable || g.Columns[4].DataType != "int" {
+		t.Errorf("spatial/invisible table: %+v", g)
+	}
 	// The words as names only: no rewrite at all.
 	for _, q := range []string{
 		"CREATE TABLE uuid (inet6 INT)", "ALTER TABLE inet4 ADD COLUMN uuid INT", "DROP TABLE uuid, inet6",
