@@ -106,8 +106,7 @@ func TestFixedSeeds(t *testing.T) {
 // yet (issue 13's, and those the tester found: see docs/difftest.md). It
 // shrinks as fixes are merged; empty once they all are.
 var knownBugs = Features{
-	NoKeyVariants: true, // bug 5
-	PlainDDL:      true, // schema tracker parser: INVISIBLE, spatial, NO PAD
+	PlainDDL:      true, // schema tracker parser: NO PAD collations in DDL
 	NoDDLInCopy:   true, // dump: a table dropped while the dump starts
 	NoLossyGenCol: true, // the strict target session refuses a lossy generated value
 	// A --mode all rerun reloads a table that replication emptied (bug N);
