@@ -72,7 +72,7 @@ func TestFixedSeeds(t *testing.T) {
 		t.Skip("needs MariaDB sandboxes")
 	}
 	cfg := DefaultConfig()
-	cfg.Duration = 20 * time.Second
+	cfg.Duration = 15 * time.Second
 	if *flagDur > 0 {
 		cfg.Duration = *flagDur
 	}
