@@ -45,9 +45,9 @@ type Features struct {
 	// NoSwap generates no RENAME swaps of two tables (a kill between the
 	// swap and its checkpoint makes the restart swap them back).
 	NoSwap bool
-	// NoLossyGenCol gives text generated columns utf8mb4, so INSERT IGNORE
-	// on the source never stores a lossy generated value (which the strict
-	// target session refuses to compute).
+	// NoLossyGenCol gives text generated columns utf8mb4 and integer ones
+	// DECIMAL(22,0), so INSERT IGNORE on the source never stores a lossy
+	// generated value (which the strict target session refuses to compute).
 	NoLossyGenCol bool
 	// DDLKinds, if set, is a comma-separated list of the DDL kinds to
 	// generate (see ddlKinds in ddl.go); a tool for reducing a failure.
@@ -132,7 +132,7 @@ func (f *Features) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.DDLKinds, "ddl-kinds", "", "only these DDL kinds (comma-separated: "+strings.Join(ddlKinds, ",")+")")
 	fs.BoolVar(&f.NoDropKey, "no-drop-key", false, "no DROP PRIMARY KEY / DROP INDEX")
 	fs.BoolVar(&f.NoSwap, "no-swap", false, "no RENAME swaps of two tables")
-	fs.BoolVar(&f.NoLossyGenCol, "no-lossy-gencol", false, "text generated columns in utf8mb4 only")
+	fs.BoolVar(&f.NoLossyGenCol, "no-lossy-gencol", false, "generated columns that cannot lose a value (utf8mb4 text, DECIMAL(22,0))")
 	fs.BoolVar(&f.NoDDL, "no-ddl", false, "no DDL between the DML")
 	fs.BoolVar(&f.NoKills, "no-kills", false, "no kill -9 of sluice")
 	fs.BoolVar(&f.NoTargetRestart, "no-target-restart", false, "no target restarts")
