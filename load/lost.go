@@ -61,8 +61,8 @@ type Lost struct {
 
 // ReloadLost finds tables whose chunks this task's checkpoints say are
 // loaded but which the target lacks (dropped by hand, for example following
-// a hint to drop a table), or holds empty although the chunks had rows and
-// the source table has rows. It forgets their chunks so that this run loads
+// a hint to drop a table), or, before replication has started, holds empty
+// although the chunks had rows and the source table has rows. It forgets their chunks so that this run loads
 // them whole again from its own snapshot; an empty one is dropped first so
 // that it is made again from the source's current definition. Without this
 // a dropped table would be re-created empty under checkpoints that say
@@ -74,6 +74,15 @@ func (l *Loader) ReloadLost(ctx context.Context, probe SourceProbe) ([]Lost, err
 	copied, err := l.meta.copied(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load: read checkpoints: %w", l.classify(err))
+	}
+	// Once replication has applied anything for this task, an empty table
+	// is not evidence of a loss: a replicated TRUNCATE or DELETE empties it
+	// too, and reloading it from a new snapshot would bring back rows the
+	// source deleted, or load rows twice (the difftest's bug N). Only a
+	// missing table is then reloaded.
+	replicating, err := l.meta.replicating(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load: read the replication checkpoint: %w", l.classify(err))
 	}
 	var out []Lost
 	for _, c := range copied {
@@ -89,7 +98,7 @@ func (l *Loader) ReloadLost(ctx context.Context, probe SourceProbe) ([]Lost, err
 		switch {
 		case errors.As(err, &me) && me.Number == 1146:
 			why = "missing on the target"
-		case errors.Is(err, sql.ErrNoRows) && c.rows > 0:
+		case errors.Is(err, sql.ErrNoRows) && c.rows > 0 && !replicating:
 			why = "empty on the target"
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return nil, fmt.Errorf("load: check %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
@@ -114,6 +123,21 @@ func (l *Loader) ReloadLost(ctx context.Context, probe SourceProbe) ([]Lost, err
 		out = append(out, Lost{Target: tgt, Source: src, Why: why})
 	}
 	return out, nil
+}
+
+// replicating reports whether replication has written a checkpoint for
+// this task on the target.
+func (m meta) replicating(ctx context.Context) (bool, error) {
+	var one int
+	err := m.db.QueryRowContext(ctx, "SELECT 1 FROM "+m.table("apply_checkpoint")+" WHERE task = ? LIMIT 1", m.task).Scan(&one)
+	var me *mysql.MySQLError
+	switch {
+	case errors.Is(err, sql.ErrNoRows), errors.As(err, &me) && me.Number == 1146:
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 type copiedTable struct {
