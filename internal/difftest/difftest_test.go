@@ -109,9 +109,6 @@ var knownBugs = Features{
 	PlainDDL:      true, // schema tracker parser: NO PAD collations in DDL
 	NoDDLInCopy:   true, // dump: a table dropped while the dump starts
 	NoLossyGenCol: true, // the strict target session refuses a lossy generated value
-	// A --mode all rerun reloads a table that replication emptied (bug N);
-	// restarts after the copy use --mode incremental until that is fixed.
-	RerunIncremental: true,
 }
 
 func runScript(t *testing.T, sc Script) *Result {
