@@ -133,22 +133,17 @@ func TestKill9ExactlyOnce(t *testing.T) {
 	sourceWorkload(t, src, "cr", 3000)
 	until := sourcePos(t, src)
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	// Each kill is placed by observed progress, never by time: the counter
+	// sum on the target counts the source transactions committed there, so
+	// a round waits until it has advanced by a random step and then kills.
+	// The steps add up to well under the 3000 transactions, so every kill
+	// lands mid-stream however slow or fast the machine is.
+	committed := counterSum(dst, "cr.acc")
 	kills := 0
 	for round := 0; round < 8; round++ {
 		cmd := childCmd(srcInst, "crash", until, "SLUICE_WORKERS=4", "SLUICE_BATCH="+strconv.Itoa(1+rng.Intn(40)))
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(30+rng.Intn(400)) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err == nil {
-			kills++
-		}
-		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() > 0 {
-			t.Fatalf("round %d: child failed: %s", round, out.String())
-		}
+		killAfterProgress(t, round, cmd, committed, 1+rng.Intn(150), 3000)
+		kills++
 	}
 	cmd := childCmd(srcInst, "crash", until, "SLUICE_WORKERS=4", "SLUICE_BATCH=20")
 	out, err := cmd.CombinedOutput()
@@ -244,3 +239,73 @@ func retryTxn(db *sql.DB, stmts []string) error {
 		}
 	}
 }
+
+// counterSum returns a probe of SUM(n) of table on the target: the number of
+// source transactions the crash workloads committed there. It reads 0 while
+// the table is not replicated yet.
+func counterSum(dst *sql.DB, table string) func() int {
+	return func() int {
+		var sum sql.NullInt64
+		if err := dst.QueryRow("SELECT SUM(n) FROM " + table).Scan(&sum); err != nil {
+			return 0
+		}
+		return int(sum.Int64)
+	}
+}
+
+// killAfterProgress starts cmd, waits until committed() has advanced by step
+// from its value at the start, then kills the child with SIGKILL. It fails
+// the test unless the kill landed mid-stream: the child still running, and
+// the counter moved but short of total. Only a generous bound against a hung
+// child is a time limit; the machine's speed places nothing. It returns the
+// child's output.
+func killAfterProgress(t *testing.T, round int, cmd *exec.Cmd, committed func() int, step, total int) string {
+	t.Helper()
+	var out strings.Builder
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
+	output := func() string { mu.Lock(); defer mu.Unlock(); return out.String() }
+	cmd.Stdout, cmd.Stderr = w, w
+	before := committed()
+	want := before + step
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	done := false
+	limit := time.Now().Add(5 * time.Minute)
+	for !done && committed() < want {
+		if time.Now().After(limit) {
+			cmd.Process.Kill()
+			<-exited
+			t.Fatalf("round %d: the target's counter stayed below %d (at %d) for 5 minutes: the child made no progress: %s", round, want, committed(), output())
+		}
+		select {
+		case err = <-exited:
+			done = true
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	if !done {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		err = <-exited
+	}
+	after := committed()
+	ee, ok := err.(*exec.ExitError)
+	if ok && ee.ExitCode() > 0 {
+		t.Fatalf("round %d: child failed: %s", round, output())
+	}
+	if !ok || ee.ExitCode() != -1 {
+		t.Fatalf("round %d: the child exited by itself (%v) at counter %d before the kill, so the kill did not land mid-stream: %s", round, err, after, output())
+	}
+	if after <= before || after >= total {
+		t.Fatalf("round %d: counter %d -> %d of %d: the kill did not land mid-stream", round, before, after, total)
+	}
+	return output()
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
