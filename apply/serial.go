@@ -71,8 +71,8 @@ func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 		}
 		return fmt.Errorf("commit large transaction (up to %s): %w", end, err)
 	}
+	a.addMissing(b.bw.missing) // before the commit is published, as in worker.apply
 	a.committed(b.seq, nil, end, 1, b.rowsSeen, 0)
-	a.addMissing(b.bw.missing)
 	a.markPersisted(b.seq)
 	return nil
 }

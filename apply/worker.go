@@ -116,8 +116,10 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 		}
 		a.observeCommit(time.Since(t0))
 	}
-	a.committed(u.seq, u, last.end, len(u.txns), u.rows, last.ts)
+	// Counted before the commit is published: whoever sees the position
+	// applied must see its missing rows too.
 	a.addMissing(b.missing)
+	a.committed(u.seq, u, last.end, len(u.txns), u.rows, last.ts)
 	a.markPersisted(markSeq)
 	return nil
 }
