@@ -261,8 +261,10 @@ func TestRelaySurvivesSourcePurgeAndTargetRestart(t *testing.T) {
 	sandboxtest.MustExec(t, src, "FLUSH BINARY LOGS")
 	workload(t, src, "pg", 200, 30)
 	end := masterStatus(t, src)
-	for !after(r.task.Status().Relay, end) {
-		time.Sleep(20 * time.Millisecond)
+	for limit := time.Now().Add(5 * time.Minute); !after(r.task.Status().Relay, end); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(limit) {
+			t.Fatalf("the relay stayed at %s, short of %s, for 5 minutes with the target down", r.task.Status().Relay, end)
+		}
 	}
 	sandboxtest.MustExec(t, src, "PURGE BINARY LOGS TO '"+end.File+"'")
 
