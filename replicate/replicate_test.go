@@ -99,10 +99,14 @@ func after(p, q sluice.Position) bool { return p.Compare(q) >= 0 }
 // waitApplied waits until the task's applied position reaches pos.
 func (r *running) waitApplied(t *testing.T, pos sluice.Position) replicate.Status {
 	t.Helper()
-	for {
+	// A bound against a hang only: a loaded machine may take minutes.
+	for limit := time.Now().Add(10 * time.Minute); ; {
 		s := r.task.Status()
 		if after(s.Applied, pos) {
 			return s
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("the task applied nothing past %s in 10 minutes, want %s", s.Applied, pos)
 		}
 		select {
 		case err := <-r.done:
