@@ -123,7 +123,7 @@ func TestRetryLimit(t *testing.T) {
 		gid := "stuck-" + sanitize(t.Name())
 		submitSaga(t, srv, gid, map[string]string{"TransIn": "FAILURE", "TransOutCompensate": "FAILURE"}, false)
 		var q *dtxtest.QueryResult
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(2 * time.Minute) // a bound against a hang, not a speed check
 		for {
 			var err error
 			if q, err = dtxtest.Query(ctx, srv.URL, gid); err != nil {

@@ -20,7 +20,7 @@ import (
 // are reused, and one that the server closed while idle is replaced
 // without failing the call.
 func TestBranchClient(t *testing.T) {
-	var conns atomic.Int32
+	var conns, closed atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		switch r.URL.Path {
@@ -37,6 +37,9 @@ func TestBranchClient(t *testing.T) {
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
+		}
+		if s == http.StateClosed {
+			closed.Add(1)
 		}
 	}
 	srv.Config.IdleTimeout = 300 * time.Millisecond
@@ -72,7 +75,14 @@ func TestBranchClient(t *testing.T) {
 	// The oversized answer's connection was dropped; this one is pooled,
 	// then closed by the server while idle.
 	call("/echo", http.MethodGet, "")
-	time.Sleep(time.Second)
+	// Wait until the server has closed it (observed, not a sleep: a loaded
+	// machine may fire the idle timer late): the first two connections are
+	// then closed, the oversized answer's and the idle one.
+	for limit := time.Now().Add(time.Minute); closed.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(limit) {
+			t.Fatalf("the server closed %d connections in a minute, want 2 (the idle timeout is 300 ms)", closed.Load())
+		}
+	}
 	if a := call("/echo", http.MethodGet, ""); a.status != 200 {
 		t.Errorf("after the idle timeout: %d %q", a.status, a.body)
 	}

@@ -190,9 +190,10 @@ func TestCommitterCancelAndClose(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i > 10000 {
-			t.Fatal("condition never held")
+	// A bound against a hang, generous for a loaded machine.
+	for limit := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(limit) {
+			t.Fatal("condition never held in a minute")
 		}
 		time.Sleep(time.Millisecond)
 	}

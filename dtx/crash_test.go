@@ -166,15 +166,39 @@ func crashTest(t *testing.T, bin, store string, nproc int) {
 			}
 		}(w)
 	}
+	// Kills are placed by observed progress (transactions the coordinators
+	// acknowledged), never by time, so a slow machine still kills under load
+	// and still runs enough transactions for the counts below to mean
+	// something. The time bound only catches a hang.
+	ackedCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, a := range attempts {
+			if a.acked {
+				n++
+			}
+		}
+		return n
+	}
+	waitAcked := func(want int, what string) {
+		for limit := time.Now().Add(5 * time.Minute); ackedCount() < want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(limit) {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("%s: %d of %d transactions acknowledged after 5 minutes: the coordinators made no progress", what, ackedCount(), want)
+			}
+		}
+	}
 	kr := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for k := 0; k < 10; k++ {
-		time.Sleep(time.Duration(300+kr.Intn(500)) * time.Millisecond)
+		waitAcked(ackedCount()+3+kr.Intn(12), fmt.Sprintf("before kill %d", k))
 		p := procs[k%nproc]
 		p.kill()
-		time.Sleep(time.Duration(kr.Intn(200)) * time.Millisecond)
+		time.Sleep(time.Duration(kr.Intn(200)) * time.Millisecond) // down a while: not an assertion
 		p.start()
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitAcked(max(ackedCount()+10, 120), "after the kills")
 	close(stop)
 	wg.Wait()
 

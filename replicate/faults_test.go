@@ -86,17 +86,27 @@ func TestFaultsThroughToxiproxy(t *testing.T) {
 			time.Sleep(3 * time.Millisecond)
 		}
 	}()
+	// A fault lasts a while (its length is part of the scenario, not an
+	// assertion), and every step ends only once the task has applied what
+	// the source had written by then: the next fault hits a live task that
+	// has recovered from the last, however slow the machine is.
 	step := func(what string, d time.Duration) {
 		t.Logf("fault: %s", what)
 		time.Sleep(d)
 	}
+	recovered := func(what string) {
+		t.Logf("%s: waiting for the task to catch up", what)
+		r.waitApplied(t, masterStatus(t, src))
+	}
 	step("none", 500*time.Millisecond)
+	recovered("none")
 
 	addToxic(t, srcProxy, `{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":50,"jitter":20}}`)
 	addToxic(t, dstProxy, `{"name":"lat","type":"latency","stream":"upstream","attributes":{"latency":20}}`)
 	step("latency 50 ms from the source, 20 ms to the target", 2*time.Second)
 	removeToxic(t, srcProxy, "lat")
 	removeToxic(t, dstProxy, "lat")
+	recovered("after it")
 
 	srcProxy.Stop()
 	step("source connection dropped", time.Second)
@@ -104,11 +114,13 @@ func TestFaultsThroughToxiproxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("source back", time.Second)
+	recovered("after it")
 
 	addToxic(t, srcProxy, `{"name":"stall","type":"timeout","stream":"downstream","attributes":{"timeout":1500}}`)
 	step("source stalled, closed after 1.5 s", 2*time.Second)
 	removeToxic(t, srcProxy, "stall")
 	step("source back", time.Second)
+	recovered("after it")
 
 	dstProxy.Stop()
 	step("target connections dropped", time.Second)
@@ -116,10 +128,12 @@ func TestFaultsThroughToxiproxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("target back", time.Second)
+	recovered("after it")
 
 	addToxic(t, dstProxy, `{"name":"reset","type":"reset_peer","stream":"upstream","attributes":{"timeout":200}}`)
 	step("target connections reset", time.Second)
 	removeToxic(t, dstProxy, "reset")
+	recovered("after it")
 
 	stopLoad()
 	load.Wait()

@@ -139,11 +139,37 @@ func (k killScenario) run(t *testing.T) killResult {
 	progress := map[string]bool{}
 	for deadline := time.Now().Add(18 * time.Second); r.kills < 5 || time.Now().Before(deadline); r.kills++ {
 		cmd := startSluice()
-		time.Sleep(time.Duration(300+rng.Intn(2500)) * time.Millisecond)
+		// The kill is placed by observed progress, never by time: this
+		// process must have committed 1 to 3 checkpoints past the one its
+		// predecessor left (its status file names its PID and the applied
+		// position), however slow the machine is.
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		last := sluice.Position{}
+		if st, err := replicate.ReadStatus(r.stateDir); err == nil {
+			last = st.Applied
+		}
+		moves := 1 + rng.Intn(3)
+		for limit := time.Now().Add(5 * time.Minute); moves > 0; {
+			if st, err := replicate.ReadStatus(r.stateDir); err == nil && st.PID == cmd.Process.Pid && st.Applied != last {
+				last = st.Applied
+				moves--
+				continue
+			}
+			if time.Now().After(limit) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("kill %d: sluice applied nothing new for 5 minutes; log:\n%s", r.kills, tail(logPath))
+			}
+			select {
+			case err := <-exited:
+				t.Fatalf("kill %d: sluice exited before it was killed (%v); log:\n%s", r.kills, err, tail(logPath))
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		_ = cmd.Wait()
+		<-exited
 		if st, err := replicate.ReadStatus(r.stateDir); err == nil {
 			progress[st.Applied.String()] = true
 		}

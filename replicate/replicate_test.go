@@ -99,10 +99,14 @@ func after(p, q sluice.Position) bool { return p.Compare(q) >= 0 }
 // waitApplied waits until the task's applied position reaches pos.
 func (r *running) waitApplied(t *testing.T, pos sluice.Position) replicate.Status {
 	t.Helper()
-	for {
+	// A bound against a hang only: a loaded machine may take minutes.
+	for limit := time.Now().Add(10 * time.Minute); ; {
 		s := r.task.Status()
 		if after(s.Applied, pos) {
 			return s
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("the task applied nothing past %s in 10 minutes, want %s", s.Applied, pos)
 		}
 		select {
 		case err := <-r.done:
@@ -261,8 +265,10 @@ func TestRelaySurvivesSourcePurgeAndTargetRestart(t *testing.T) {
 	sandboxtest.MustExec(t, src, "FLUSH BINARY LOGS")
 	workload(t, src, "pg", 200, 30)
 	end := masterStatus(t, src)
-	for !after(r.task.Status().Relay, end) {
-		time.Sleep(20 * time.Millisecond)
+	for limit := time.Now().Add(5 * time.Minute); !after(r.task.Status().Relay, end); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(limit) {
+			t.Fatalf("the relay stayed at %s, short of %s, for 5 minutes with the target down", r.task.Status().Relay, end)
+		}
 	}
 	sandboxtest.MustExec(t, src, "PURGE BINARY LOGS TO '"+end.File+"'")
 
