@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-db/sluice/apply"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
@@ -23,11 +20,7 @@ import (
 // since folding everything would pass the first check and lose all
 // parallelism.
 func TestKeyFoldAgreesWithTarget(t *testing.T) {
-	seedVal := time.Now().UnixNano()
-	if s := os.Getenv("SLUICE_TEST_SEED"); s != "" {
-		seedVal, _ = strconv.ParseInt(s, 10, 64)
-	}
-	t.Logf("seed %d", seedVal)
+	seedVal := testSeed(t)
 	r := rand.New(rand.NewSource(seedVal))
 	db := sandboxtest.MustOpen(t, dstInst, "")
 	ctx := context.Background()
