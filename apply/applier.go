@@ -419,6 +419,14 @@ func (a *Applier) schedule() {
 			select {
 			case it = <-a.in:
 			case ch := <-a.flushes:
+				// Items submitted before Flush may still be queued: select
+				// picks among ready cases at random, so the flush can be
+				// seen first. They are handled before the flush answers.
+				if err := s.drain(ctx); err != nil {
+					ch <- err
+					a.fail(err)
+					return
+				}
 				ch <- s.flush(ctx)
 				continue
 			case <-a.stop:
@@ -441,6 +449,20 @@ type scheduler struct {
 	big  *bigTxn
 	// skipped counts the inherited ranges the stream has passed.
 	skipped int
+}
+
+// drain handles every item queued now.
+func (s *scheduler) drain(ctx context.Context) error {
+	for {
+		select {
+		case it := <-s.a.in:
+			if err := s.handle(ctx, it); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
 }
 
 func (s *scheduler) flush(ctx context.Context) error {
