@@ -31,3 +31,74 @@ func TestSeedsSchemaFromTarget(t *testing.T) {
 	r.stop(t)
 	sameData(t, srcInst, dstInst, "sd")
 }
+
+// TestSeedsTablesRenamedOrDroppedSince starts a new task at a position
+// after which the source dropped, renamed and re-keyed tables before the
+// task started (as while a long full copy runs). The tracker is seeded
+// before the stream is read, so the source's list of tables at that moment
+// is later than the start position: sr.a is gone (renamed to sr.b), and
+// sr.b is another table than the one the target has under that name. The
+// stream must apply on the target's tables as they are at the start
+// position: the old sr.b dropped, sr.a renamed to sr.b and its unique key
+// dropped (rows with equal v then deleted by the dropped key would delete
+// the wrong ones), sr.c renamed away after rows went into it.
+func TestSeedsTablesRenamedOrDroppedSince(t *testing.T) {
+	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
+	setup := []string{"CREATE DATABASE sr",
+		"CREATE TABLE sr.a (id INT PRIMARY KEY, v INT NOT NULL, UNIQUE KEY uv (v))",
+		"CREATE TABLE sr.b (id INT PRIMARY KEY, w VARCHAR(10))",
+		"CREATE TABLE sr.c (v INT NOT NULL, UNIQUE KEY uv (v))",
+		"INSERT INTO sr.a SELECT seq, seq FROM sr.seq_1_to_20",
+		"INSERT INTO sr.b VALUES (1,'x'),(2,'y')",
+		"INSERT INTO sr.c SELECT seq FROM sr.seq_1_to_10"}
+	sandboxtest.MustExec(t, dst, setup...)
+	sandboxtest.MustExec(t, src, setup...)
+	start := masterStatus(t, src)
+	sandboxtest.MustExec(t, src,
+		"DROP TABLE sr.b",
+		"RENAME TABLE sr.a TO sr.b",
+		"ALTER TABLE sr.b DROP INDEX uv",
+		"INSERT INTO sr.b VALUES (21,5),(22,5),(23,6)",
+		"DELETE FROM sr.b WHERE v=5 AND id>3",
+		"UPDATE sr.b SET v=v+100 WHERE v=6",
+		"INSERT INTO sr.c VALUES (11),(12)",
+		"DELETE FROM sr.c WHERE v<3",
+		"RENAME TABLE sr.c TO sr.d")
+	cfg := taskConfig(t, "sr", srcInst, dstInst, start)
+	cfg.Decode.Selected = func(r sluice.TableRef) bool { return r.Schema == "sr" }
+	r := run(t, cfg)
+	r.waitApplied(t, masterStatus(t, src))
+	r.stop(t)
+	for _, tbl := range []string{"sr.b", "sr.d"} {
+		var q = "SELECT GROUP_CONCAT(HEX(id), ':', HEX(v) ORDER BY id) FROM " + tbl
+		if tbl == "sr.d" {
+			q = "SELECT GROUP_CONCAT(HEX(v) ORDER BY v) FROM " + tbl
+		}
+		var a, b string
+		if err := src.QueryRow(q).Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		if err := dst.QueryRow(q).Scan(&b); err != nil {
+			t.Fatalf("target %s: %v", tbl, err)
+		}
+		if a != b {
+			t.Errorf("%s: source %s, target %s", tbl, a, b)
+		}
+		var n1, n2, c1, c2 string
+		if err := src.QueryRow("SHOW CREATE TABLE "+tbl).Scan(&n1, &c1); err != nil {
+			t.Fatal(err)
+		}
+		if err := dst.QueryRow("SHOW CREATE TABLE "+tbl).Scan(&n2, &c2); err != nil {
+			t.Fatal(err)
+		}
+		if c1 != c2 {
+			t.Errorf("%s definitions differ:\nsource %s\ntarget %s", tbl, c1, c2)
+		}
+	}
+	for _, gone := range []string{"a", "c"} {
+		var n int
+		if err := dst.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='sr' AND TABLE_NAME=?", gone).Scan(&n); err != nil || n != 0 {
+			t.Errorf("target still has sr.%s (%d, %v)", gone, n, err)
+		}
+	}
+}
