@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -411,6 +412,23 @@ func (b *batchWriter) source(t *txn) string {
 
 // describeRow prints the values that identify row: its key columns, or
 // every compared column of a keyless table.
+// appendShown writes a key value for a message: bytes that are not all
+// visible ASCII in hex (X'2020', not a quoted pair of spaces).
+func appendShown(b []byte, v any) []byte {
+	raw, ok := v.([]byte)
+	if !ok {
+		return sqlgen.AppendValue(b, v)
+	}
+	for _, c := range raw {
+		if c <= ' ' || c >= 0x7f {
+			b = append(b, "X'"...)
+			b = hex.AppendEncode(b, raw)
+			return append(b, '\'')
+		}
+	}
+	return sqlgen.AppendValue(b, v)
+}
+
 func describeRow(info *tableInfo, row []any) string {
 	var b []byte
 	if info.spec.Keyless {
@@ -423,7 +441,7 @@ func describeRow(info *tableInfo, row []any) string {
 		b = append(b, info.spec.Cols[k]...)
 		b = append(b, '=')
 		if k < len(row) {
-			b = sqlgen.AppendValue(b, row[k])
+			b = appendShown(b, row[k])
 		}
 		if len(b) > 300 {
 			return string(b[:300]) + "..."

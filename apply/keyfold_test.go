@@ -20,7 +20,7 @@ import (
 // since folding everything would pass the first check and lose all
 // parallelism.
 func TestKeyFoldAgreesWithTarget(t *testing.T) {
-	seedVal := testSeed(t)
+	seedVal := sandboxtest.Seed(t)
 	r := rand.New(rand.NewSource(seedVal))
 	db := sandboxtest.MustOpen(t, dstInst, "")
 	ctx := context.Background()

@@ -5,12 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
@@ -23,7 +20,7 @@ import (
 // row a DELETE/UPDATE ... LIMIT 1 changes; the target must change the same
 // one. Seeded: a failure prints its seed (set SLUICE_TEST_SEED to rerun it).
 func TestKeylessRowsMatchExactly(t *testing.T) {
-	seedVal := testSeed(t)
+	seedVal := sandboxtest.Seed(t)
 	r := rand.New(rand.NewSource(seedVal))
 	src := sandboxtest.MustOpen(t, srcInst, "")
 	dst := sandboxtest.MustOpen(t, dstInst, "")
@@ -125,15 +122,4 @@ func hexDump(tb testing.TB, db *sql.DB, table string) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, "\n")
-}
-
-// testSeed is the seed of a randomized test: SLUICE_TEST_SEED when set (to
-// rerun a failure), else a new one. It is logged, so a failure shows it.
-func testSeed(t *testing.T) int64 {
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("SLUICE_TEST_SEED"); s != "" {
-		seed, _ = strconv.ParseInt(s, 10, 64)
-	}
-	t.Logf("seed %d (rerun with SLUICE_TEST_SEED=%d)", seed, seed)
-	return seed
 }

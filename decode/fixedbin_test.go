@@ -4,10 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand"
-	"os"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
@@ -69,7 +66,7 @@ func lit(b []byte) string { return "X'" + hex.EncodeToString(b) + "'" }
 // the tables are created and altered through the replicated stream, so the
 // schema tracker has to read these types.
 func TestFixedBinaryReplicates(t *testing.T) {
-	seed := testSeed(t)
+	seed := sandboxtest.Seed(t)
 	r := rand.New(rand.NewSource(seed))
 	src := sandboxtest.MustOpen(t, srcInst, "")
 	start := masterStatus(t, src)
@@ -159,22 +156,8 @@ func TestFixedBinaryReplicates(t *testing.T) {
 	run.waitApplied(t, masterStatus(t, src))
 	sameTables(t, "fb", "t", "k", "k4", "nk", "g", "gen")
 	if t.Failed() {
-		t.Logf("rerun with SLUICE_SEED=%d", seed)
+		t.Logf("rerun with SLUICE_TEST_SEED=%d", seed)
 	}
-}
-
-// testSeed is SLUICE_SEED when set (to rerun a failure), else a new seed.
-func testSeed(t *testing.T) int64 {
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("SLUICE_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SLUICE_SEED: %v", err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (rerun with SLUICE_SEED=%d)", seed, seed)
-	return seed
 }
 
 func mustHex(s string) []byte {

@@ -35,6 +35,7 @@ func run() int {
 	flag.DurationVar(&cfg.CatchUp, "catch-up", cfg.CatchUp, "bound on the final catch-up wait")
 	flag.StringVar(&cfg.Order, "order", "", "commit order: source, relaxed, or empty to alternate by seed")
 	flag.BoolVar(&cfg.Verbose, "v", false, "print every DDL statement")
+	hold := flag.Bool("hold", false, "after a failing seed, keep both servers running until interrupted (to inspect them)")
 	cfg.Features.BindFlags(flag.CommandLine)
 	flag.Parse()
 	cfg.Out = os.Stdout
@@ -103,6 +104,11 @@ func run() int {
 			fmt.Printf("  seed %d: %s\n", seed, p)
 		}
 		fmt.Printf("  seed %d: task dir and sluice.log: %s\n", seed, res.Dir)
+		if *hold {
+			fmt.Printf("  seed %d: servers held: source %s, target %s (as in the task file); interrupt to go on\n",
+				seed, env.Src.Endpoint(), env.Dst.Endpoint())
+			<-ctx.Done()
+		}
 	}
 	fmt.Printf("passing seeds survived %d kill -9 and %d target restarts\n", kills, restarts)
 	fmt.Printf("%d passed, %d failed\n", passed, len(failed))

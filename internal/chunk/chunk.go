@@ -107,7 +107,10 @@ func KeyValue(c sluice.Column, b []byte) any {
 	}
 	switch strings.ToLower(c.DataType) {
 	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit":
-		return append([]byte(nil), b...)
+		// Never nil: an empty value is a key like any other, and a nil
+		// []byte is sent as NULL, which no row's key compares equal to
+		// (every row of a chunk bounded by '' was silently left out).
+		return append(make([]byte, 0, len(b)), b...)
 	}
 	return string(b)
 }

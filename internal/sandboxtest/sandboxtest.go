@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +99,20 @@ func MustExec(tb testing.TB, db *sql.DB, stmts ...string) {
 			tb.Fatalf("exec %q: %v", s, err)
 		}
 	}
+}
+
+// Seed is the seed of a randomized test: SLUICE_TEST_SEED when set (to
+// rerun a failure), else a new one. It is logged, so a failure shows it.
+func Seed(tb testing.TB) int64 {
+	tb.Helper()
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("SLUICE_TEST_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			tb.Fatalf("SLUICE_TEST_SEED: %v", err)
+		}
+		seed = v
+	}
+	tb.Logf("seed %d (rerun with SLUICE_TEST_SEED=%d)", seed, seed)
+	return seed
 }
