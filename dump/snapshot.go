@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -36,19 +37,17 @@ func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config
 			case 1227, 1142, 1044, 1045, 1370:
 				return &sluice.Error{Op: "dump: " + what + " on source " + cfg.Source.Addr(), Err: fmt.Errorf("%w: %s", sluice.ErrPrivilege, me.Message), Hint: snapshotHint}
 			case 1205:
-				return &sluice.Error{Op: "dump: " + what + " on source " + cfg.Source.Addr(), Err: fmt.Errorf("%w: lock wait timeout after %s", sluice.ErrUnreachable, cfg.LockWait), Hint: "a long-running statement or transaction holds a table; let it finish (SHOW PROCESSLIST) and run again"}
+				hint := "a long-running statement or transaction holds a table; let it finish (SHOW PROCESSLIST) and run again"
+				var lt *lockTimeout
+				if errors.As(err, &lt) && lt.blocker != "" {
+					hint = "a long-running statement holds the lock (" + lt.blocker + "); let it finish and run again"
+				}
+				return &sluice.Error{Op: "dump: " + what + " on source " + cfg.Source.Addr(), Err: fmt.Errorf("%w: lock wait timeout after %s", sluice.ErrUnreachable, cfg.LockWait), Hint: hint}
 			}
 		}
 		return fmt.Errorf("dump: %s: %w", what, dbconn.Classify(err, "source", cfg.Source))
 	}
-	secs := int(cfg.LockWait.Seconds())
-	if secs < 1 {
-		secs = 1
-	}
-	if _, err := ctl.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
-		return pos, fail("set lock_wait_timeout", err)
-	}
-	if _, err := ctl.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
+	if err := globalReadLock(ctx, ctl, cfg); err != nil {
 		return pos, fail("FLUSH TABLES WITH READ LOCK", err)
 	}
 	locked := true
@@ -77,6 +76,71 @@ func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config
 	}
 	locked = false
 	return pos, nil
+}
+
+// FTWRL attempts. While FLUSH TABLES WITH READ LOCK waits for the running
+// statements to end, it already blocks every new write. A running
+// statement may itself wait for a row lock of a transaction whose next
+// statement is one of those blocked writes: a cycle across the server's
+// lock kinds that no deadlock detector sees, broken only by a timeout
+// (innodb_lock_wait_timeout, 50 s by default), with every write on the
+// source stopped meanwhile. So each attempt waits briefly, and between
+// attempts the writers run, which lets such a cycle resolve by itself.
+const (
+	lockAttempt  = time.Second
+	lockPauseMin = 200 * time.Millisecond
+	lockPauseMax = 3 * time.Second
+)
+
+// globalReadLock takes FLUSH TABLES WITH READ LOCK in short attempts until
+// cfg.LockWait has passed. The last error names the statement that held it
+// up longest, so the user knows what to wait for.
+func globalReadLock(ctx context.Context, ctl *sql.Conn, cfg Config) error {
+	secs := max(int(lockAttempt.Seconds()), 1)
+	if _, err := ctl.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(cfg.LockWait)
+	pause := lockPauseMin
+	for {
+		_, err := ctl.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK")
+		var me *mysql.MySQLError
+		if err == nil || !errors.As(err, &me) || me.Number != 1205 {
+			return err
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return &lockTimeout{err: me, blocker: longestStatement(ctx, ctl)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, lockPauseMax)
+	}
+}
+
+// lockTimeout is FTWRL's last timeout and what most likely held it up.
+type lockTimeout struct {
+	err     *mysql.MySQLError
+	blocker string
+}
+
+func (e *lockTimeout) Error() string { return e.err.Error() }
+func (e *lockTimeout) Unwrap() error { return e.err }
+
+// longestStatement describes the oldest running statement of another
+// session, or "" when it cannot be read.
+func longestStatement(ctx context.Context, ctl *sql.Conn) string {
+	var id, secs int64
+	var info string
+	err := ctl.QueryRowContext(ctx, `SELECT ID, TIME, LEFT(IFNULL(INFO,''), 120) FROM information_schema.PROCESSLIST
+		WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Binlog Dump', 'Binlog Dump GTID', 'Daemon') AND INFO IS NOT NULL
+		ORDER BY TIME DESC LIMIT 1`).Scan(&id, &secs, &info)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("connection %d, %d s: %s", id, secs, info)
 }
 
 // readPosition reads SHOW MASTER STATUS and the flavour's GTID set. A source
