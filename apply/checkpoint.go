@@ -177,6 +177,18 @@ func (a *Applier) Checkpoint(ctx context.Context) (pos sluice.Position, ok bool,
 	return r.pos, r.found, err
 }
 
+// PendingDDL returns the end position of a DDL that was marked pending and
+// may have run on the target without its checkpoint (a crash between the
+// two), or "" when there is none. Until a restart has applied it again, the
+// target's tables may be in the state before or after it.
+func (a *Applier) PendingDDL(ctx context.Context) (string, error) {
+	if err := a.ensureMeta(ctx); err != nil {
+		return "", err
+	}
+	r, err := a.readCheckpoint(ctx)
+	return r.pending, err
+}
+
 // SchemaState returns the schema tracker state saved with the last DDL
 // applied (nil if none), to restore the decoder's tracker on restart.
 func (a *Applier) SchemaState(ctx context.Context) ([]byte, error) {

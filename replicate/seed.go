@@ -10,6 +10,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/apply"
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/schema"
 )
@@ -142,4 +143,42 @@ func parseQuoted(q string) (sluice.TableRef, bool) {
 		return sluice.TableRef{}, false
 	}
 	return sluice.TableRef{Schema: parts[0], Name: parts[1]}, true
+}
+
+// TrackedTables reports which source tables replication's schema holds at
+// the task's checkpoint: the tables that must exist on the target. It
+// returns nil when the task has no checkpoint yet. While a DDL is pending
+// (it may have run on the target without its checkpoint), the target can
+// be in the state before or after it, so no table is vouched for.
+func TrackedTables(ctx context.Context, cfg Config) (func(sluice.TableRef) bool, error) {
+	db, err := apply.OpenTarget(ctx, cfg.Target, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	a, err := apply.New(cfg.Apply, db)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok, err := a.Checkpoint(ctx); err != nil || !ok {
+		return nil, err
+	}
+	pending, err := a.PendingDDL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if pending != "" {
+		return func(sluice.TableRef) bool { return false }, nil
+	}
+	state, err := a.SchemaState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tracker := schema.NewTracker()
+	if state != nil {
+		if err := tracker.Restore(state); err != nil {
+			return nil, fmt.Errorf("read replication's schema state: %w", err)
+		}
+	}
+	return func(r sluice.TableRef) bool { return tracker.Table(r) != nil }, nil
 }

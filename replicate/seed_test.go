@@ -36,42 +36,42 @@ func TestSeedsSchemaFromTarget(t *testing.T) {
 // after which the source dropped, renamed and re-keyed tables before the
 // task started (as while a long full copy runs). The tracker is seeded
 // before the stream is read, so the source's list of tables at that moment
-// is later than the start position: sr.a is gone (renamed to sr.b), and
-// sr.b is another table than the one the target has under that name. The
+// is later than the start position: srn.a is gone (renamed to srn.b), and
+// srn.b is another table than the one the target has under that name. The
 // stream must apply on the target's tables as they are at the start
-// position: the old sr.b dropped, sr.a renamed to sr.b and its unique key
+// position: the old srn.b dropped, srn.a renamed to srn.b and its unique key
 // dropped (rows with equal v then deleted by the dropped key would delete
-// the wrong ones), sr.c renamed away after rows went into it.
+// the wrong ones), srn.c renamed away after rows went into it.
 func TestSeedsTablesRenamedOrDroppedSince(t *testing.T) {
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
-	setup := []string{"CREATE DATABASE sr",
-		"CREATE TABLE sr.a (id INT PRIMARY KEY, v INT NOT NULL, UNIQUE KEY uv (v))",
-		"CREATE TABLE sr.b (id INT PRIMARY KEY, w VARCHAR(10))",
-		"CREATE TABLE sr.c (v INT NOT NULL, UNIQUE KEY uv (v))",
-		"INSERT INTO sr.a SELECT seq, seq FROM sr.seq_1_to_20",
-		"INSERT INTO sr.b VALUES (1,'x'),(2,'y')",
-		"INSERT INTO sr.c SELECT seq FROM sr.seq_1_to_10"}
+	setup := []string{"CREATE DATABASE srn",
+		"CREATE TABLE srn.a (id INT PRIMARY KEY, v INT NOT NULL, UNIQUE KEY uv (v))",
+		"CREATE TABLE srn.b (id INT PRIMARY KEY, w VARCHAR(10))",
+		"CREATE TABLE srn.c (v INT NOT NULL, UNIQUE KEY uv (v))",
+		"INSERT INTO srn.a SELECT seq, seq FROM srn.seq_1_to_20",
+		"INSERT INTO srn.b VALUES (1,'x'),(2,'y')",
+		"INSERT INTO srn.c SELECT seq FROM srn.seq_1_to_10"}
 	sandboxtest.MustExec(t, dst, setup...)
 	sandboxtest.MustExec(t, src, setup...)
 	start := masterStatus(t, src)
 	sandboxtest.MustExec(t, src,
-		"DROP TABLE sr.b",
-		"RENAME TABLE sr.a TO sr.b",
-		"ALTER TABLE sr.b DROP INDEX uv",
-		"INSERT INTO sr.b VALUES (21,5),(22,5),(23,6)",
-		"DELETE FROM sr.b WHERE v=5 AND id>3",
-		"UPDATE sr.b SET v=v+100 WHERE v=6",
-		"INSERT INTO sr.c VALUES (11),(12)",
-		"DELETE FROM sr.c WHERE v<3",
-		"RENAME TABLE sr.c TO sr.d")
-	cfg := taskConfig(t, "sr", srcInst, dstInst, start)
-	cfg.Decode.Selected = func(r sluice.TableRef) bool { return r.Schema == "sr" }
+		"DROP TABLE srn.b",
+		"RENAME TABLE srn.a TO srn.b",
+		"ALTER TABLE srn.b DROP INDEX uv",
+		"INSERT INTO srn.b VALUES (21,5),(22,5),(23,6)",
+		"DELETE FROM srn.b WHERE v=5 AND id>3",
+		"UPDATE srn.b SET v=v+100 WHERE v=6",
+		"INSERT INTO srn.c VALUES (11),(12)",
+		"DELETE FROM srn.c WHERE v<3",
+		"RENAME TABLE srn.c TO srn.d")
+	cfg := taskConfig(t, "srn", srcInst, dstInst, start)
+	cfg.Decode.Selected = func(r sluice.TableRef) bool { return r.Schema == "srn" }
 	r := run(t, cfg)
 	r.waitApplied(t, masterStatus(t, src))
 	r.stop(t)
-	for _, tbl := range []string{"sr.b", "sr.d"} {
+	for _, tbl := range []string{"srn.b", "srn.d"} {
 		var q = "SELECT GROUP_CONCAT(HEX(id), ':', HEX(v) ORDER BY id) FROM " + tbl
-		if tbl == "sr.d" {
+		if tbl == "srn.d" {
 			q = "SELECT GROUP_CONCAT(HEX(v) ORDER BY v) FROM " + tbl
 		}
 		var a, b string
@@ -97,8 +97,8 @@ func TestSeedsTablesRenamedOrDroppedSince(t *testing.T) {
 	}
 	for _, gone := range []string{"a", "c"} {
 		var n int
-		if err := dst.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='sr' AND TABLE_NAME=?", gone).Scan(&n); err != nil || n != 0 {
-			t.Errorf("target still has sr.%s (%d, %v)", gone, n, err)
+		if err := dst.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='srn' AND TABLE_NAME=?", gone).Scan(&n); err != nil || n != 0 {
+			t.Errorf("target still has srn.%s (%d, %v)", gone, n, err)
 		}
 	}
 }

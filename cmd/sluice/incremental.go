@@ -10,7 +10,16 @@ import (
 )
 
 // The incremental replication plugs into `sluice migrate --mode all|incremental`.
-func init() { incrementalRunner = runIncremental }
+func init() {
+	incrementalRunner = runIncremental
+	trackedTables = func(ctx context.Context, cfg *task.Config) (func(sluice.TableRef) bool, error) {
+		rc, err := replicate.FromTask(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return replicate.TrackedTables(ctx, rc)
+	}
+}
 
 // runIncremental replicates until ctx ends (SIGINT/SIGTERM stop it cleanly)
 // or a fatal error; a rerun resumes from the checkpoint on the target.

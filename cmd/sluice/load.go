@@ -66,7 +66,7 @@ func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 	for _, tm := range m.Tables {
 		inDump[tm.Table.Ref] = true
 	}
-	lost, err := l.ReloadLost(ctx, func(_ context.Context, t sluice.TableRef) (bool, bool, error) { return inDump[t], inDump[t], nil })
+	lost, err := l.ReloadLost(ctx, func(_ context.Context, t sluice.TableRef) (bool, bool, error) { return inDump[t], inDump[t], nil }, nil)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,10 @@ func init() {
 // incremental: the position comes from the task file or the checkpoint).
 var incrementalRunner func(ctx context.Context, cfg *task.Config, start *sluice.Position, out io.Writer) error
 
+// trackedTables is set with incrementalRunner: which source tables
+// replication's schema holds at the task's checkpoint (nil: no checkpoint).
+var trackedTables func(ctx context.Context, cfg *task.Config) (func(sluice.TableRef) bool, error)
+
 // fullFlags are the command-line overrides shared by dump, load and
 // migrate; zero means "from the task file".
 type fullFlags struct {
@@ -207,7 +211,15 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	defer l.Close()
 	// A copied table that the target lost (dropped or emptied by hand) is
 	// loaded again, never left empty under checkpoints that say done.
-	lost, err := l.ReloadLost(ctx, sourceProbe(cfg))
+	// Once replication has run, only a table that replication's schema
+	// says must exist is reloaded (see load.ReloadLost).
+	var tracked func(sluice.TableRef) bool
+	if replicating && trackedTables != nil {
+		if tracked, err = trackedTables(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("migrate: read replication's schema: %w", err)
+		}
+	}
+	lost, err := l.ReloadLost(ctx, sourceProbe(cfg), tracked)
 	if err != nil {
 		return nil, err
 	}
