@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/sluice-db/sluice/internal/chunk"
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
+	"github.com/sluice-db/sluice/internal/fence"
 	"github.com/sluice-db/sluice/sqlgen"
 )
 
@@ -106,7 +108,16 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 		params["sql_log_bin"] = "0"
 	}
 	l := &Loader{cfg: cfg, tables: map[sluice.TableRef]*target{}, budget: newBudget(cfg.StreamMemory)}
-	l.db, err = dbconn.Open(ctx, "target", cfg.Target, dbconn.Options{MaxOpen: cfg.PoolSize + 2, Params: params})
+	// A killed run's last chunk (rows and checkpoint row in one
+	// transaction) may still be committing on the target: wait for its
+	// sessions to end before reading the checkpoints, or its rows would
+	// land in a table this run believes it has not loaded yet (difftest
+	// bug K: "already holds rows that this task did not load").
+	if err := waitLoadFence(ctx, cfg); err != nil {
+		return nil, err
+	}
+	l.db, err = dbconn.Open(ctx, "target", cfg.Target, dbconn.Options{MaxOpen: cfg.PoolSize + 2, Params: params,
+		Wrap: func(c driver.Connector) driver.Connector { return fence.Connector(c, "load", cfg.Task) }})
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +143,23 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 		return nil, fmt.Errorf("load: read task position: %w", l.classify(err))
 	}
 	return l, nil
+}
+
+// fenceWait bounds the wait for a killed run's load sessions to end.
+const fenceWait = 2 * time.Minute
+
+// waitLoadFence waits until no session of an earlier run of this task's
+// load is alive on the target (see package fence).
+func waitLoadFence(ctx context.Context, cfg Config) error {
+	plain, err := dbconn.Open(ctx, "target", cfg.Target, dbconn.Options{MaxOpen: 1})
+	if err != nil {
+		return err
+	}
+	defer plain.Close()
+	if err := fence.Wait(ctx, plain, "load", cfg.Task, fenceWait, "load task "+cfg.Task); err != nil {
+		return dbconn.Classify(err, "target", cfg.Target)
+	}
+	return nil
 }
 
 // Close releases the connections.

@@ -2,6 +2,6 @@ package replicate
 
 // Exports for the external tests.
 var (
-	Fence      = fence
+	Fence      = waitFence
 	OpenFenced = openFenced
 )

@@ -27,19 +27,19 @@ func TestFenceWaitsForEarlierSessions(t *testing.T) {
 	}
 	defer plain.Close()
 	began := time.Now()
-	if err := replicate.Fence(ctx, plain, "fence", 2, time.Second); err == nil {
+	if err := replicate.Fence(ctx, plain, "fence", time.Second); err == nil {
 		t.Fatal("fence passed while an earlier session held a slot")
 	}
 	if time.Since(began) < time.Second {
 		t.Fatalf("fence gave up after %s without waiting", time.Since(began))
 	}
 	// Another task's fence is independent.
-	if err := replicate.Fence(ctx, plain, "other", 2, time.Second); err != nil {
+	if err := replicate.Fence(ctx, plain, "other", time.Second); err != nil {
 		t.Fatalf("fence of another task: %v", err)
 	}
 	conn.Close()
 	old.Close()
-	if err := replicate.Fence(ctx, plain, "fence", 2, 10*time.Second); err != nil {
+	if err := replicate.Fence(ctx, plain, "fence", 10*time.Second); err != nil {
 		t.Fatalf("fence after the earlier sessions ended: %v", err)
 	}
 }

@@ -296,7 +296,7 @@ func (t *Task) applyLoop(ctx context.Context, rlog *relay.Log, db *sql.DB) error
 }
 
 func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (err error) {
-	if err := fence(ctx, plain, t.cfg.Name, t.cfg.Apply.Workers, 2*time.Minute); err != nil {
+	if err := waitFence(ctx, plain, t.cfg.Name, 2*time.Minute); err != nil {
 		return err
 	}
 	db, err := openFenced(ctx, t.cfg.Target, t.cfg.Name, t.cfg.Apply.Workers)

@@ -6,6 +6,7 @@ package dbconn
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
@@ -25,6 +26,8 @@ type Options struct {
 	Timeout  time.Duration // dial timeout; 0 means 5s
 	// Params are extra session variables, e.g. {"time_zone": "'+00:00'"}.
 	Params map[string]string
+	// Wrap, when set, wraps the driver's connector (a fence, for one).
+	Wrap func(driver.Connector) driver.Connector
 }
 
 // Config returns the driver config for an endpoint. Sessions always run in
@@ -61,7 +64,11 @@ func Open(ctx context.Context, role string, ep sluice.Endpoint, o Options) (*sql
 	if err != nil {
 		return nil, &sluice.Error{Op: "configure " + role + " " + ep.Addr(), Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "check " + role + ".host, port and user in the task file"}
 	}
-	db := sql.OpenDB(conn)
+	var c driver.Connector = conn
+	if o.Wrap != nil {
+		c = o.Wrap(conn)
+	}
+	db := sql.OpenDB(c)
 	if o.MaxOpen > 0 {
 		db.SetMaxOpenConns(o.MaxOpen)
 		db.SetMaxIdleConns(o.MaxOpen)

@@ -1,0 +1,160 @@
+// Package fence keeps a restarted sluice from reading its checkpoints
+// while sessions of a killed predecessor are still at work on the target.
+//
+// After kill -9 the server may still be running the dead process's last
+// statements: a chunk or a group (rows, checkpoint row, COMMIT) is sent in
+// one round trip, and the server finishes it although the client is gone.
+// A new process that reads the checkpoints before that COMMIT lands sees an
+// older state: it applies transactions a second time, or finds rows in a
+// table it believes it has not loaded yet.
+//
+// Every connection of a fenced pool holds a named lock (GET_LOCK, released
+// by the server only when the session ends) on one of a task's slots.
+// Before reading checkpoints, a new process takes every slot itself on a
+// plain connection, which waits until each session of an earlier
+// incarnation has ended, and with it its transaction (committed or rolled
+// back). The number of slots is fixed, not derived from the pool size, so
+// that a rerun with a smaller pool still waits for every old session.
+package fence
+
+import (
+	"context"
+	"crypto/sha1"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-db/sluice"
+)
+
+// Slots is the number of slot locks per task and kind: more than any pool
+// sluice opens (a pool larger than this cannot open its last connections).
+const Slots = 256
+
+// SlotName is the lock name of slot i. kind keeps the full copy's and the
+// applier's sessions apart ("load", "apply").
+func SlotName(kind, task string, i int) string {
+	h := sha1.Sum([]byte(task))
+	return fmt.Sprintf("sluice.%s.%x.%d", kind, h[:8], i)
+}
+
+// connector wraps a connector: each new connection takes a free slot lock
+// before the pool hands it out.
+type connector struct {
+	inner      driver.Connector
+	kind, task string
+	next       atomic.Int64 // the slot a new connection tries first
+}
+
+// Connector returns inner with every new connection holding a slot.
+func Connector(inner driver.Connector, kind, task string) driver.Connector {
+	return &connector{inner: inner, kind: kind, task: task}
+}
+
+func (c *connector) Driver() driver.Driver { return c.inner.Driver() }
+
+func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q, ok := conn.(driver.QueryerContext)
+	if !ok {
+		conn.Close()
+		return nil, errors.New("fence: the target driver cannot query")
+	}
+	// Slots are tried round-robin from a counter, so a new connection
+	// usually gets one in a single round trip.
+	for tries := 0; tries < Slots; tries++ {
+		i := int(c.next.Add(1)-1) % Slots
+		v, err := queryInt(ctx, q, fmt.Sprintf("SELECT GET_LOCK('%s', 0)", SlotName(c.kind, c.task, i)))
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		if v == 1 {
+			return conn, nil
+		}
+	}
+	conn.Close()
+	return nil, fmt.Errorf("fence: no free slot among %d for task %s", Slots, c.task)
+}
+
+func queryInt(ctx context.Context, q driver.QueryerContext, query string) (int64, error) {
+	rows, err := q.QueryContext(ctx, query, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	if err := rows.Next(dest); err != nil {
+		if err == io.EOF {
+			return 0, errors.New("fence: no result")
+		}
+		return 0, err
+	}
+	switch v := dest[0].(type) {
+	case int64:
+		return v, nil
+	case []byte:
+		var n int64
+		_, err := fmt.Sscan(string(v), &n)
+		return n, err
+	case nil:
+		return 0, nil
+	}
+	return 0, fmt.Errorf("fence: unexpected %T", dest[0])
+}
+
+// Wait returns once no session of an earlier incarnation holds a slot of
+// kind for task, waiting at most wait. plain must be a pool whose
+// connections hold no slot of it (an unfenced pool). what names the work
+// for the error ("start applying task x").
+func Wait(ctx context.Context, plain *sql.DB, kind, task string, wait time.Duration, what string) error {
+	conn, err := plain.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	defer conn.ExecContext(context.Background(), "SELECT RELEASE_ALL_LOCKS()") //nolint:errcheck // the session ends anyway
+	// One round trip tries every slot without waiting; only the busy ones
+	// are then waited for, one after the other, within one deadline.
+	var b strings.Builder
+	b.WriteString("SELECT CONCAT(")
+	for i := 0; i < Slots; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "COALESCE(GET_LOCK('%s', 0), 0)", SlotName(kind, task, i))
+	}
+	b.WriteString(")")
+	var got string
+	if err := conn.QueryRowContext(ctx, b.String()).Scan(&got); err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	deadline := time.Now().Add(wait)
+	busy := false
+	for i := 0; i < len(got) && !busy; i++ {
+		if got[i] == '1' {
+			continue
+		}
+		secs := max(int(math.Ceil(time.Until(deadline).Seconds())), 0)
+		var v sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", SlotName(kind, task, i), secs).Scan(&v); err != nil {
+			return fmt.Errorf("fence: %w", err)
+		}
+		busy = v.Int64 != 1
+	}
+	if busy || len(got) != Slots {
+		return &sluice.Error{Op: what,
+			Err:  fmt.Errorf("a target session of an earlier run of this task is still busy after %s", wait),
+			Hint: "another sluice process may run this task against the same target; stop it, or check SHOW PROCESSLIST on the target"}
+	}
+	return nil
+}
