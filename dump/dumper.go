@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/chunk"
 	"github.com/sluice-db/sluice/internal/dbconn"
@@ -52,36 +54,60 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 	if err != nil {
 		return nil, err
 	}
-	refs, err := schema.ListTables(ctx, d.db, cfg.Select)
-	if err != nil {
-		return nil, fmt.Errorf("dump: list tables: %w", dbconn.Classify(err, "source", cfg.Source))
-	}
-	for _, ref := range refs {
-		t, err := schema.Inspect(ctx, d.db, ref)
+	for attempt := 1; ; attempt++ {
+		before, err := schemaDigest(ctx, d.db, cfg.Select)
 		if err != nil {
 			return nil, fmt.Errorf("dump: %w", dbconn.Classify(err, "source", cfg.Source))
 		}
-		d.tables = append(d.tables, &TablePlan{Table: t})
-	}
-	if err := d.estimate(ctx); err != nil {
-		return nil, err
-	}
-	if d.nothingLeft() {
-		// A rerun after a complete copy: no snapshot, so no FLUSH TABLES
-		// WITH READ LOCK that would stall the source's writers for nothing.
-		// Position stays empty: the loader keeps the first run's.
-		d.skipped = true
-		return d, nil
-	}
-	for i := 0; i < cfg.Threads; i++ {
-		c, err := d.db.Conn(ctx)
-		if err != nil {
-			return nil, dbconn.Classify(err, "source", cfg.Source)
+		if err := d.inspect(ctx); err != nil {
+			return nil, err
 		}
-		d.conns = append(d.conns, c)
-	}
-	if d.pos, err = takeSnapshot(ctx, d.db, d.conns, cfg); err != nil {
-		return nil, err
+		if afterInspectHook != nil {
+			afterInspectHook(attempt)
+		}
+		if attempt == 1 {
+			if err := d.estimate(ctx); err != nil {
+				return nil, err
+			}
+			if d.nothingLeft() {
+				// A rerun after a complete copy: no snapshot, so no FLUSH
+				// TABLES WITH READ LOCK that would stall the source's
+				// writers for nothing. Position stays empty: the loader
+				// keeps the first run's.
+				d.skipped = true
+				return d, nil
+			}
+			for i := 0; i < cfg.Threads; i++ {
+				c, err := d.db.Conn(ctx)
+				if err != nil {
+					return nil, dbconn.Classify(err, "source", cfg.Source)
+				}
+				d.conns = append(d.conns, c)
+			}
+		}
+		unchanged := func(ctl *sql.Conn) (bool, error) {
+			now, err := schemaDigest(ctx, ctl, cfg.Select)
+			return err == nil && sameSchema(before, now), err
+		}
+		d.pos, err = takeSnapshot(ctx, d.db, d.conns, cfg, unchanged)
+		if errors.Is(err, errSchemaChanged) && attempt < schemaAttempts {
+			continue // a DDL ran since the tables were read: read them again
+		}
+		if errors.Is(err, errSchemaChanged) {
+			return nil, &sluice.Error{Op: "dump: snapshot of source " + cfg.Source.Addr(),
+				Err:  fmt.Errorf("%w: the selected tables' definitions changed %d times while the snapshot was taken", sluice.ErrSchemaMismatch, attempt),
+				Hint: "DDL keeps running on the source; run again when it is quiet"}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if attempt > 1 {
+			// The estimates are only for progress; the tables may differ now.
+			if err := d.estimate(ctx); err != nil {
+				return nil, err
+			}
+		}
+		break
 	}
 	if err := d.plan(ctx); err != nil {
 		return nil, err
@@ -93,6 +119,34 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 		}
 	}
 	return d, nil
+}
+
+// afterInspectHook, set by tests, runs after the tables are read and before
+// the snapshot (attempt counts from 1).
+var afterInspectHook func(attempt int)
+
+// schemaAttempts bounds how often the snapshot is given up because a DDL
+// changed the source's tables between reading them and the snapshot.
+const schemaAttempts = 10
+
+// inspect reads the selected tables' definitions.
+func (d *Dumper) inspect(ctx context.Context) error {
+	refs, err := schema.ListTables(ctx, d.db, d.cfg.Select)
+	if err != nil {
+		return fmt.Errorf("dump: list tables: %w", dbconn.Classify(err, "source", d.cfg.Source))
+	}
+	d.tables = d.tables[:0]
+	for _, ref := range refs {
+		t, err := schema.Inspect(ctx, d.db, ref)
+		if errors.Is(err, sluice.ErrUnknownTable) {
+			continue // dropped since it was listed: the digest check catches it
+		}
+		if err != nil {
+			return fmt.Errorf("dump: %w", dbconn.Classify(err, "source", d.cfg.Source))
+		}
+		d.tables = append(d.tables, &TablePlan{Table: t})
+	}
+	return nil
 }
 
 // nothingLeft reports whether every selected table has a stored plan whose
@@ -371,6 +425,14 @@ func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) e
 		var se *sluice.Error
 		if errors.As(err, &se) {
 			return err
+		}
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1412 || me.Number == 1054 || me.Number == 1146) {
+			// A DDL after the snapshot, before this table was first read:
+			// the snapshot can no longer read it as it was.
+			return &sluice.Error{Op: fmt.Sprintf("dump %s chunk %d", t.Ref, j.r.Index),
+				Err:  fmt.Errorf("%w: the table was changed on the source (DDL) after the snapshot was taken: %s", sluice.ErrSchemaMismatch, me.Message),
+				Hint: "run the same command again: chunks already loaded are kept and the rest is read from a new snapshot (if it then reports that the target table differs, follow its fix)"}
 		}
 		return fmt.Errorf("dump %s chunk %d: %w", t.Ref, j.r.Index, dbconn.Classify(err, "source", d.cfg.Source))
 	}

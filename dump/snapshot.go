@@ -24,7 +24,11 @@ const snapshotHint = "GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT ON *
 // lock is held only while the transactions start and the position is read,
 // so every connection sees the same committed data and the position is
 // exactly where the incremental copy must begin.
-func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config) (pos sluice.Position, err error) {
+//
+// unchanged runs under the lock first: when it reports that the tables
+// differ from what the caller read, nothing is started and the error is
+// errSchemaChanged.
+func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config, unchanged func(*sql.Conn) (bool, error)) (pos sluice.Position, err error) {
 	ctl, err := db.Conn(ctx)
 	if err != nil {
 		return pos, dbconn.Classify(err, "source", cfg.Source)
@@ -57,6 +61,11 @@ func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config
 			_, _ = ctl.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
 		}
 	}()
+	if ok, err := unchanged(ctl); err != nil {
+		return pos, fail("compare table definitions", err)
+	} else if !ok {
+		return pos, errSchemaChanged
+	}
 	for _, c := range conns {
 		for _, q := range []string{
 			"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
@@ -77,6 +86,10 @@ func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config
 	locked = false
 	return pos, nil
 }
+
+// errSchemaChanged: a DDL changed the selected tables after they were read
+// and before the snapshot.
+var errSchemaChanged = errors.New("dump: the source's tables changed while the snapshot was taken")
 
 // FTWRL attempts. While FLUSH TABLES WITH READ LOCK waits for the running
 // statements to end, it already blocks every new write. A running
