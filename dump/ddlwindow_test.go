@@ -2,6 +2,7 @@ package dump_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -58,5 +59,38 @@ func TestDDLBetweenInspectAndSnapshot(t *testing.T) {
 	}
 	if sink.rows["a"] != 100 || sink.rows["new"] != 2 || sink.rows["made"] != 1 {
 		t.Errorf("rows read: %v", sink.rows)
+	}
+}
+
+// TestDDLKeepsComing: a DDL lands in the window on every attempt but the
+// last, which reads the tables under the snapshot's lock (DDL waits).
+func TestDDLKeepsComing(t *testing.T) {
+	db := sandboxtest.MustOpen(t, src, "")
+	sandboxtest.MustExec(t, db, "DROP DATABASE IF EXISTS dk", "CREATE DATABASE dk",
+		"CREATE TABLE dk.a (id INT PRIMARY KEY, c0 INT)", "INSERT INTO dk.a SELECT seq, seq FROM dk.seq_1_to_50")
+	attempts := 0
+	dump.SetAfterInspectHook(func(attempt int) {
+		attempts = attempt
+		sandboxtest.MustExec(t, db, fmt.Sprintf("ALTER TABLE dk.a ADD COLUMN c%d INT DEFAULT %d", attempt, attempt))
+	})
+	defer dump.SetAfterInspectHook(nil)
+	cfg := dump.DefaultConfig()
+	cfg.Source, cfg.Threads, cfg.RowsPerChunk = src.Endpoint(), 2, 20
+	cfg.Select = func(r sluice.TableRef) bool { return r.Schema == "dk" }
+	d, err := dump.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var cols int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'dk' AND TABLE_NAME = 'a'").Scan(&cols); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 3 || len(d.Tables()) != 1 || len(d.Tables()[0].Table.Columns) != cols {
+		t.Fatalf("after %d attempts the dump describes dk.a with %d columns, the source has %d", attempts, len(d.Tables()[0].Table.Columns), cols)
+	}
+	sink := &memSink{rows: map[string]int64{}, lines: map[string]int64{}}
+	if err := d.Run(context.Background(), sink); err != nil {
+		t.Fatal(err)
 	}
 }

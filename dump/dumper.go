@@ -89,14 +89,15 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 			now, err := schemaDigest(ctx, ctl, cfg.Select)
 			return err == nil && sameSchema(before, now), err
 		}
+		if attempt == schemaAttempts {
+			// DDL keeps coming: read the tables under the lock, which
+			// holds DDL off too. The source's writers wait for that
+			// long, but the snapshot is certain to match.
+			unchanged = func(*sql.Conn) (bool, error) { return true, d.inspect(ctx) }
+		}
 		d.pos, err = takeSnapshot(ctx, d.db, d.conns, cfg, unchanged)
 		if errors.Is(err, errSchemaChanged) && attempt < schemaAttempts {
 			continue // a DDL ran since the tables were read: read them again
-		}
-		if errors.Is(err, errSchemaChanged) {
-			return nil, &sluice.Error{Op: "dump: snapshot of source " + cfg.Source.Addr(),
-				Err:  fmt.Errorf("%w: the selected tables' definitions changed %d times while the snapshot was taken", sluice.ErrSchemaMismatch, attempt),
-				Hint: "DDL keeps running on the source; run again when it is quiet"}
 		}
 		if err != nil {
 			return nil, err
@@ -125,9 +126,10 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 // the snapshot (attempt counts from 1).
 var afterInspectHook func(attempt int)
 
-// schemaAttempts bounds how often the snapshot is given up because a DDL
-// changed the source's tables between reading them and the snapshot.
-const schemaAttempts = 10
+// schemaAttempts bounds how often the tables are read before the snapshot
+// only to find that a DDL changed them; the last attempt reads them under
+// the snapshot's lock.
+const schemaAttempts = 3
 
 // inspect reads the selected tables' definitions.
 func (d *Dumper) inspect(ctx context.Context) error {
