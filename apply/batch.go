@@ -60,9 +60,43 @@ type rowStmt struct {
 	// source transactions (nil entries: the one in batchWriter.src).
 	rows [][]any
 	srcs []*txn
+	// afters are the rows it writes, kept for a table with generated
+	// columns, whose check compares the stored rows (see genCheck).
+	afters [][]any
 	// start, end delimit its text in buf; res is its index among all
 	// statements of buf, as the server counts results.
 	start, end, res int
+}
+
+// Tables with generated columns.
+//
+// The target computes generated column values itself. A source that is
+// not strict (or an INSERT IGNORE) stores a value computed with a warning,
+// 'Ǆ|' converted to '?|' in a latin1 column or a clipped overflow, and the
+// row event carries that value. In the strict row session the same
+// computation is an error, and any warning stops the task, while a MariaDB
+// replica stores what the source stored (difftest bug L). So a row
+// statement of such a table runs with strict mode off, between two SETs of
+// sql_mode in the same batch, and instead of the warning check the stored
+// rows are compared with the source's row images in every column,
+// generated ones included, by exact value:
+//
+//	SET @sluice_ok=(EXISTS(SELECT 1 FROM t WHERE ...) AND ...);SET @sluice_g=~0+(@sluice_ok=0)*7
+//
+// A warning that changed nothing the source did not change too is then
+// harmless, and any difference still stops the task.
+const genSQLMode = "NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION"
+
+// ErrTargetRowDiffers: a row stored on the target differs from the
+// source's row image (a table with generated columns, see genCheck).
+var ErrTargetRowDiffers = errors.New("the row stored on the target differs from the source's")
+
+// genBegin starts a row statement of a table with generated columns: the
+// session leaves strict mode for it.
+func (b *batchWriter) genBegin(st rowStmt) {
+	b.sep()
+	b.buf = append(b.buf, "SET SESSION sql_mode='"+genSQLMode+"'"...)
+	b.begin(st) // its separator counts the SET as a statement
 }
 
 // batchWriter turns row changes into SQL text and sends it in
@@ -124,6 +158,10 @@ func (b *batchWriter) check() {
 	st := &b.stmts[i-1]
 	st.end = len(b.buf)
 	b.open = false
+	if st.afters != nil {
+		b.genCheck(i, st)
+		return
+	}
 	b.buf = append(b.buf, ";SET "...)
 	b.nres++
 	if st.want > 0 && !b.a.cfg.skipMissing() {
@@ -137,7 +175,35 @@ func (b *batchWriter) check() {
 	b.buf = strconv.AppendInt(b.buf, int64(i), 10)
 }
 
+// genCheck ends row statement i (1-based) of a table with generated
+// columns: strict mode back on, its row count checked, and every row it
+// wrote compared with the source's image.
+func (b *batchWriter) genCheck(i int, st *rowStmt) {
+	// ROW_COUNT() is the previous statement's: the row count is checked
+	// first, before any other statement, the SET of sql_mode included.
+	if st.want > 0 && !b.a.cfg.skipMissing() {
+		b.buf = append(b.buf, ";SET @sluice_r=~0+(ROW_COUNT()<>"...)
+		b.buf = strconv.AppendInt(b.buf, int64(st.want), 10)
+		b.buf = append(b.buf, ")*"...)
+		b.buf = strconv.AppendInt(b.buf, int64(i), 10)
+		b.nres++
+	}
+	b.buf = append(b.buf, ";SET @sluice_ok=("...)
+	for n, row := range st.afters {
+		if n > 0 {
+			b.buf = append(b.buf, " AND "...)
+		}
+		b.buf = st.info.spec.AppendRowExists(b.buf, row)
+	}
+	b.buf = append(b.buf, ");SET SESSION sql_mode='"+rowSQLMode+"';SET @sluice_g=~0+(@sluice_ok=0)*"...)
+	b.buf = strconv.AppendInt(b.buf, int64(i), 10)
+	b.nres += 3
+}
+
 func (b *batchWriter) change(ctx context.Context, c *sluice.RowChange, info *tableInfo) error {
+	if info.spec.HasGenerated() && c.Kind != sluice.Delete {
+		return b.genChange(ctx, c, info)
+	}
 	switch c.Kind {
 	case sluice.Insert:
 		if b.ins == info && len(b.buf)-b.insStart < maxInsertStmt {
@@ -161,6 +227,32 @@ func (b *batchWriter) change(ctx context.Context, c *sluice.RowChange, info *tab
 	case sluice.Delete:
 		b.begin(rowStmt{info: info, kind: sluice.Delete, want: 1, rows: [][]any{c.Before}, srcs: []*txn{b.src}})
 		b.buf = info.spec.AppendDelete(b.buf, c.Before)
+		b.check()
+	}
+	return b.flushIfFull(ctx)
+}
+
+// genChange writes an INSERT or UPDATE of a table with generated columns.
+func (b *batchWriter) genChange(ctx context.Context, c *sluice.RowChange, info *tableInfo) error {
+	switch c.Kind {
+	case sluice.Insert:
+		if b.ins == info && len(b.buf)-b.insStart < maxInsertStmt {
+			b.buf = append(b.buf, ',')
+			b.buf = info.spec.AppendInsertRow(b.buf, c.After)
+			st := &b.stmts[len(b.stmts)-1]
+			st.afters = append(st.afters, c.After)
+		} else {
+			b.genBegin(rowStmt{info: info, kind: sluice.Insert, afters: [][]any{c.After}})
+			b.insStart = len(b.buf)
+			b.buf = info.spec.AppendInsert(b.buf, c.After)
+			b.ins, b.open = info, true
+		}
+	case sluice.Update:
+		b.genBegin(rowStmt{info: info, kind: sluice.Update, want: 1, rows: [][]any{c.Before}, srcs: []*txn{b.src}, afters: [][]any{c.After}})
+		var ok bool
+		if b.buf, ok = info.spec.AppendUpdate(b.buf, c.Before, c.After); !ok {
+			b.buf = appendTouch(b.buf, info, c.Before)
+		}
 		b.check()
 	}
 	return b.flushIfFull(ctx)
@@ -271,7 +363,7 @@ func (b *batchWriter) rollback() {
 // check (row count or warning) and the row statement's number. MariaDB
 // prints the expression as '~0 + (row_count() <> 1) * 7', MySQL with more
 // parentheses.
-var checkFailed = regexp.MustCompile(`(row_count\(\)|@@warning_count)[^*']*\*\s*(\d+)`)
+var checkFailed = regexp.MustCompile(`(row_count\(\)|@@warning_count|sluice_ok)[^*']*\*\s*(\d+)`)
 
 // explain turns the failure of a check into an error naming the table,
 // the row and the source transaction. The batch stopped at the check, so
@@ -292,8 +384,17 @@ func (b *batchWriter) explain(ctx context.Context, err error) error {
 	}
 	st := &b.stmts[i-1]
 	_, _ = b.conn.ExecContext(ctx, "ROLLBACK")
-	if m[1] == "row_count()" {
+	if st.afters != nil {
+		// The batch stopped before strict mode was back on.
+		if _, err := b.conn.ExecContext(ctx, "SET SESSION sql_mode='"+rowSQLMode+"'"); err != nil {
+			return fmt.Errorf("restore the strict sql_mode: %w", err)
+		}
+	}
+	switch m[1] {
+	case "row_count()":
 		return b.missingError(ctx, st)
+	case "sluice_ok":
+		return b.differsError(st)
 	}
 	return b.warningError(ctx, st)
 }
@@ -356,6 +457,24 @@ func (b *batchWriter) warningError(ctx context.Context, st *rowStmt) error {
 	return &sluice.Error{Op: "apply " + b.source(src),
 		Err:  fmt.Errorf("%w on %s of %s: %s; the stored value would differ from the source", ErrTargetWarning, st.kind, desc, text),
 		Hint: "make the target column hold the source's values exactly (compare SHOW CREATE TABLE on source and target), then restart the task"}
+}
+
+// differsError: a row statement of a table with generated columns stored
+// a row that differs from the source's image.
+func (b *batchWriter) differsError(st *rowStmt) error {
+	desc := st.info.spec.Name
+	if len(st.afters) == 1 {
+		desc += " " + describeRow(st.info, st.afters[0])
+	} else {
+		desc += fmt.Sprintf(" (one of %d rows, the first %s)", len(st.afters), describeRow(st.info, st.afters[0]))
+	}
+	src := b.src
+	if len(st.srcs) > 0 {
+		src = st.srcs[0]
+	}
+	return &sluice.Error{Op: "apply " + b.source(src),
+		Err:  fmt.Errorf("%w: %s of %s: a column, generated or written, holds another value than the source's row image", ErrTargetRowDiffers, st.kind, desc),
+		Hint: "make the target table's definition the source's (compare SHOW CREATE TABLE on both, generation expressions and character sets included), then restart the task"}
 }
 
 func (b *batchWriter) replayWarnings(ctx context.Context, st *rowStmt) string {

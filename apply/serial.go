@@ -49,7 +49,7 @@ func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {
 		}
 		if err := b.bw.change(ctx, c, info); err != nil {
 			b.bw.rollback()
-			if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) {
+			if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) || errors.Is(err, ErrTargetRowDiffers) {
 				return err
 			}
 			return fmt.Errorf("apply large transaction: %w", err)
@@ -66,7 +66,7 @@ func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	b.bw.buf = append(b.bw.buf, ";COMMIT"...)
 	if err := b.bw.exec(ctx); err != nil {
 		b.bw.rollback()
-		if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) {
+		if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) || errors.Is(err, ErrTargetRowDiffers) {
 			return err
 		}
 		return fmt.Errorf("commit large transaction (up to %s): %w", end, err)

@@ -397,9 +397,11 @@ func (w *worker) updates(ctx context.Context, info *tableInfo, rows []*netRow) e
 	return nil
 }
 
-// joinable: integer key values only, and something besides the key to set.
+// joinable: integer key values only, and something besides the key to set;
+// not for a table with generated columns, whose rows are written one by one
+// with their own check (batch.go, genCheck).
 func joinable(info *tableInfo, rows []*netRow) bool {
-	if len(info.spec.Write) <= len(info.spec.Key) {
+	if len(info.spec.Write) <= len(info.spec.Key) || info.spec.HasGenerated() {
 		return false
 	}
 	for _, r := range rows {
@@ -415,7 +417,7 @@ func joinable(info *tableInfo, rows []*netRow) bool {
 }
 
 func (w *worker) wrap(u *unit, err error) error {
-	if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) {
+	if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) || errors.Is(err, ErrTargetRowDiffers) {
 		return err // names its source transaction already
 	}
 	first, last := u.txns[0], u.txns[len(u.txns)-1]

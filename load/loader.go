@@ -65,9 +65,12 @@ type target struct {
 	whole bool
 	// started says an earlier run committed chunks of this table.
 	started bool
-	tjOnce  sync.Once
-	tj      *tableJob
-	tjErr   error
+	// generated names the table's generated columns (lower case), nil
+	// when it has none (see lenient).
+	generated map[string]bool
+	tjOnce    sync.Once
+	tj        *tableJob
+	tjErr     error
 }
 
 // TableSpec is one source table and its chunk plan.
@@ -99,7 +102,7 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 		// Strict, so a value that does not fit fails instead of being
 		// altered; zero dates and invalid dates stay as the source has them;
 		// an explicit 0 in an AUTO_INCREMENT column stays 0.
-		"sql_mode":           "'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION,ALLOW_INVALID_DATES'",
+		"sql_mode":           "'" + strictSQLMode + "'",
 		"foreign_key_checks": "0",
 		"net_read_timeout":   "86400",
 		"net_write_timeout":  "86400",
@@ -253,7 +256,7 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 		}
 		whole := l.cfg.CommitUnit == CommitTable ||
 			l.cfg.CommitUnit == CommitAuto && !started && len(s.Plan) <= l.cfg.BulkMaxChunks
-		l.tables[s.Table.Ref] = &target{ref: tgt, key: key, spec: loadSpec(s.Table, tgt), pending: pending, whole: whole, started: started}
+		l.tables[s.Table.Ref] = &target{ref: tgt, key: key, spec: loadSpec(s.Table, tgt), pending: pending, whole: whole, started: started, generated: generatedNames(s.Table)}
 	}
 	l.stats.TotalChunks.Store(total)
 	l.stats.Skipped.Store(skipped)
@@ -434,6 +437,12 @@ func (l *Loader) loadChunk(ctx context.Context, j *job) (err error) {
 		return dbconn.Classify(err, "target", l.cfg.Target)
 	}
 	defer conn.Close()
+	// A session a failure left lenient must not load another table.
+	defer func() {
+		if err != nil && j.tgt.generated != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return dbconn.Classify(err, "target", l.cfg.Target)
@@ -447,10 +456,16 @@ func (l *Loader) loadChunk(ctx context.Context, j *job) (err error) {
 		}
 	}()
 	var loaded int64
+	if err = lenient(ctx, tx, j.tgt); err != nil {
+		return l.chunkErr(j, err)
+	}
 	if l.cfg.RowsPerStatement == 0 {
-		loaded, err = l.loadData(ctx, tx, j, cr)
+		loaded, err = l.loadData(ctx, tx, j.tgt, j, cr)
 	} else {
-		loaded, err = l.insertRows(ctx, tx, j, cr)
+		loaded, err = l.insertRows(ctx, tx, j.tgt, j, cr)
+	}
+	if err == nil {
+		err = strict(ctx, tx, j.tgt)
 	}
 	if err != nil {
 		return l.chunkErr(j, err)
@@ -511,7 +526,7 @@ func (l *Loader) classify(err error) error {
 	return dbconn.Classify(err, "target", l.cfg.Target)
 }
 
-func (l *Loader) loadData(ctx context.Context, tx *sql.Tx, j *job, r io.Reader) (int64, error) {
+func (l *Loader) loadData(ctx context.Context, tx *sql.Tx, t *target, j *job, r io.Reader) (int64, error) {
 	name := fmt.Sprintf("sluice-%d", readerSeq.Add(1))
 	mysql.RegisterReaderHandler(name, func() io.Reader { return r })
 	defer mysql.DeregisterReaderHandler(name)
@@ -525,14 +540,20 @@ func (l *Loader) loadData(ctx context.Context, tx *sql.Tx, j *job, r io.Reader) 
 	}
 	// LOAD DATA LOCAL turns errors into warnings (the server cannot stop the
 	// client mid-file), so a warning means a value was altered or skipped.
-	if err := checkWarnings(ctx, tx); err != nil {
+	if err := checkWarnings(ctx, tx, t); err != nil {
 		return 0, err
 	}
 	return n, nil
 }
 
-func checkWarnings(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, "SHOW WARNINGS LIMIT 3")
+// checkWarnings fails when the last statement raised a warning, except one
+// about a generated column of t (see lenient).
+func checkWarnings(ctx context.Context, tx *sql.Tx, t *target) error {
+	q := "SHOW WARNINGS LIMIT 3"
+	if t.generated != nil {
+		q = "SHOW WARNINGS" // every one must be looked at
+	}
+	rows, err := tx.QueryContext(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -544,7 +565,10 @@ func checkWarnings(ctx context.Context, tx *sql.Tx) error {
 		if err := rows.Scan(&level, &code, &msg); err != nil {
 			return err
 		}
-		if !strings.EqualFold(level, "note") {
+		if t.generated != nil && t.generated[warnedColumn(msg)] {
+			continue
+		}
+		if !strings.EqualFold(level, "note") || t.generated != nil {
 			msgs = append(msgs, fmt.Sprintf("%s %d: %s", level, code, msg))
 		}
 	}
@@ -559,7 +583,7 @@ func checkWarnings(ctx context.Context, tx *sql.Tx) error {
 
 // insertRows is the multi-row INSERT path: it parses the chunk text and
 // sends RowsPerStatement rows per statement, all in the chunk's transaction.
-func (l *Loader) insertRows(ctx context.Context, tx *sql.Tx, j *job, r io.Reader) (int64, error) {
+func (l *Loader) insertRows(ctx context.Context, tx *sql.Tx, t *target, j *job, r io.Reader) (int64, error) {
 	rd := dumpfmt.NewReader(r, len(j.tgt.spec.Columns))
 	var total int64
 	buf := j.tgt.spec.AppendInsertHead(nil)
@@ -576,6 +600,13 @@ func (l *Loader) insertRows(ctx context.Context, tx *sql.Tx, j *job, r io.Reader
 		a, err := res.RowsAffected()
 		if err != nil {
 			return err
+		}
+		if t.generated != nil {
+			// Not strict for this table: every statement's warnings are
+			// looked at.
+			if err := checkWarnings(ctx, tx, t); err != nil {
+				return err
+			}
 		}
 		total += a
 		buf, n = buf[:head], 0

@@ -203,7 +203,15 @@ func sameTables(t *testing.T, src, dst *sql.DB, srcSchema, dstSchema string) {
 		if a, b := createBody(t, src, srcSchema, tb), createBody(t, dst, dstSchema, tb); a != b {
 			t.Errorf("%s: definitions differ:\nsource: %s\ntarget: %s", tb, a, b)
 		}
-		if a, b := tableChecksum(t, src, srcSchema, tb), tableChecksum(t, dst, dstSchema, tb); a != b {
+		// MariaDB 10.11's CHECKSUM TABLE of a table with a generated column
+		// changes with the table's state (a FLUSH TABLES, an ALTER of
+		// another column) for the same rows, on one server alike: it cannot
+		// judge such a table, and the HEX() rows below do.
+		var gen int
+		if err := src.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND EXTRA LIKE '%GENERATED%'", srcSchema, tb).Scan(&gen); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := tableChecksum(t, src, srcSchema, tb), tableChecksum(t, dst, dstSchema, tb); a != b && gen == 0 {
 			t.Errorf("%s: CHECKSUM TABLE differs: source %s, target %s", tb, a, b)
 		}
 		a, b := tableRows(t, src, srcSchema, tb), tableRows(t, dst, dstSchema, tb)

@@ -109,6 +109,12 @@ func (l *Loader) runTable(ctx context.Context, tj *job) (err error) {
 		return dbconn.Classify(err, "target", l.cfg.Target)
 	}
 	defer conn.Close()
+	// A session a failure left lenient must not load another table.
+	defer func() {
+		if err != nil && t.tgt.generated != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	// With both checks off, the first insert into an empty table in a
 	// transaction takes InnoDB's bulk path. Only into an empty table: into
 	// one holding rows of an earlier run, rows of two snapshots may collide
@@ -134,10 +140,16 @@ func (l *Loader) runTable(ctx context.Context, tj *job) (err error) {
 		}
 	}()
 	var loaded int64
+	if err = lenient(ctx, tx, t.tgt); err != nil {
+		return l.chunkErr(tj, err)
+	}
 	if l.cfg.RowsPerStatement == 0 {
-		loaded, err = l.loadData(ctx, tx, tj, sr)
+		loaded, err = l.loadData(ctx, tx, t.tgt, tj, sr)
 	} else {
-		loaded, err = l.insertRows(ctx, tx, tj, sr)
+		loaded, err = l.insertRows(ctx, tx, t.tgt, tj, sr)
+	}
+	if err == nil {
+		err = strict(ctx, tx, t.tgt)
 	}
 	if err != nil {
 		return l.chunkErr(tj, err)

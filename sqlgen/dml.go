@@ -25,6 +25,10 @@ type TableSpec struct {
 	Keyless bool
 	// nullable[i] says column i may hold NULL, so WHERE uses <=>.
 	nullable []bool
+	// exactType[i] says column i's values are compared by their exact value
+	// (text and bytes, floats) in a full-row match; other types compare
+	// exactly with <=>.
+	exactType []bool
 	// exact[i] says a keyless WHERE compares column i by its exact value:
 	// strings and bytes by their bytes (CAST(col AS BINARY)), not by the
 	// column's collation, which finds 'A' for 'a' in a _ci column and 'a '
@@ -39,10 +43,11 @@ type TableSpec struct {
 // (LIMIT 1), so duplicate rows stay duplicates: any row that matches is
 // byte for byte the row the source changed.
 func NewTableSpec(t *sluice.Table, target sluice.TableRef) *TableSpec {
-	s := &TableSpec{Name: target.Quoted(), Cols: make([]string, len(t.Columns)), nullable: make([]bool, len(t.Columns))}
+	s := &TableSpec{Name: target.Quoted(), Cols: make([]string, len(t.Columns)), nullable: make([]bool, len(t.Columns)), exactType: make([]bool, len(t.Columns))}
 	for i, c := range t.Columns {
 		s.Cols[i] = sluice.QuoteIdent(c.Name)
 		s.nullable[i] = c.Nullable
+		s.exactType[i] = textual[strings.ToLower(c.DataType)] || c.DataType == "float" || c.DataType == "double"
 		if !c.Generated {
 			s.Write = append(s.Write, i)
 		}
@@ -62,7 +67,7 @@ func NewTableSpec(t *sluice.Table, target sluice.TableRef) *TableSpec {
 		}
 		s.Key = append(s.Key, i)
 		s.nullable[i] = true // NULL-safe comparison costs nothing and is always right
-		s.exact[i] = textual[strings.ToLower(c.DataType)] || c.DataType == "float" || c.DataType == "double"
+		s.exact[i] = s.exactType[i]
 	}
 	return s
 }
@@ -101,6 +106,46 @@ func (s *TableSpec) appendExactCond(b []byte, i int, v any) []byte {
 	b = append(b, s.Cols[i]...)
 	b = append(b, "<=>"...)
 	return AppendValue(b, v)
+}
+
+// HasGenerated reports whether the table has generated columns, whose
+// values the target computes.
+func (s *TableSpec) HasGenerated() bool { return len(s.Write) < len(s.Cols) }
+
+// AppendRowExists appends EXISTS(SELECT 1 FROM t WHERE ...), true when the
+// target holds a row equal to row in every column, generated ones included:
+// text and bytes by their exact bytes, floats by their exact value, other
+// types with <=>. A keyed table is looked up by its key first.
+func (s *TableSpec) AppendRowExists(b []byte, row []any) []byte {
+	b = append(b, "EXISTS(SELECT 1 FROM "...)
+	b = append(b, s.Name...)
+	b = append(b, " WHERE "...)
+	n := 0
+	if !s.Keyless {
+		for _, k := range s.Key {
+			if n > 0 {
+				b = append(b, " AND "...)
+			}
+			b = append(b, s.Cols[k]...)
+			b = append(b, '=')
+			b = AppendValue(b, row[k])
+			n++
+		}
+	}
+	for i := range s.Cols {
+		if n > 0 {
+			b = append(b, " AND "...)
+		}
+		n++
+		if s.exactType[i] {
+			b = s.appendExactCond(b, i, row[i])
+			continue
+		}
+		b = append(b, s.Cols[i]...)
+		b = append(b, "<=>"...)
+		b = AppendValue(b, row[i])
+	}
+	return append(b, ')')
 }
 
 // appendExactDouble writes f in exponent form, which MariaDB reads as a
