@@ -128,6 +128,20 @@ func (d *Decoder) ddlStmt(def string, st ast.StmtNode) ([]string, error) {
 		if s.TemporaryKeyword != ast.TemporaryNone {
 			return nil, nil
 		}
+		if d.tracker.OrReplace(s) {
+			// CREATE OR REPLACE TABLE: MariaDB drops the table first. On
+			// the target too, as two idempotent statements (a crash between
+			// them and the checkpoint runs both again). The DROP gets its
+			// own name node: routing rewrites names in place.
+			d.tracker.ForgetOrReplace()
+			drop := &ast.DropTableStmt{IfExists: true, Tables: []*ast.TableName{{Schema: s.Table.Schema, Name: s.Table.Name}}}
+			pre, err := d.ddlStmt(def, drop)
+			if err != nil {
+				return nil, err
+			}
+			rest, err := d.ddlStmt(def, s)
+			return append(pre, rest...), err
+		}
 		names = []*ast.TableName{s.Table}
 		if s.ReferTable != nil {
 			names = append(names, s.ReferTable)

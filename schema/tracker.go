@@ -28,6 +28,9 @@ type Tracker struct {
 	p       *parser.Parser
 	tables  map[string]*tableDef // by lower-case "schema.table"
 	version uint64
+	// orReplace is the statement the last Parse read from CREATE OR
+	// REPLACE TABLE, if any.
+	orReplace ast.StmtNode
 }
 
 // tableDef is the tracked form of a table: keys by column name, so that
@@ -215,13 +218,45 @@ func equalInts(a, b []int) bool {
 func (t *Tracker) Parse(sqlText string) ([]ast.StmtNode, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	sqlText = stripExecComments(sqlText)
+	sqlText, orReplace := stripOrReplace(sqlText)
 	stmts, _, err := t.p.Parse(sqlText, "", "")
 	if err != nil {
-		if rewritten, ok := rewriteMariaDBTypes(sqlText); ok {
-			if s2, _, err2 := t.p.Parse(rewritten, "", ""); err2 == nil {
-				return s2, nil
+		// MariaDB syntax the parser lacks (tracker_types.go, tracker_fix.go).
+		fixed := sqlText
+		if rewritten, ok := rewriteMariaDBTypes(fixed); ok {
+			fixed = rewritten
+		}
+		for i := 0; i <= maxFixes; i++ {
+			s2, _, err2 := t.p.Parse(fixed, "", "")
+			if err2 == nil {
+				stmts, err = s2, nil
+				break
+			}
+			var ok bool
+			if fixed, ok = fixAtError(fixed, err2); !ok {
+				break
 			}
 		}
 	}
+	if err == nil && orReplace && len(stmts) == 1 {
+		t.orReplace = stmts[0]
+	}
 	return stmts, err
+}
+
+// ForgetOrReplace clears what OrReplace reports, once the caller has
+// handled it.
+func (t *Tracker) ForgetOrReplace() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.orReplace = nil
+}
+
+// OrReplace reports whether st was parsed from CREATE OR REPLACE TABLE
+// (parsed as CREATE TABLE): the table is dropped first if it exists.
+func (t *Tracker) OrReplace(st ast.StmtNode) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return st != nil && t.orReplace == st
 }

@@ -235,6 +235,7 @@ func fixMariaDBType(c *sluice.Column, tp *types.FieldType) {
 // RestoreTypes turns the stand-ins in SQL restored from a parsed statement
 // back into MariaDB's own type names, so the target gets the real type.
 func RestoreTypes(sql string) string {
+	sql = restoreSpatial(sql)
 	if !strings.Contains(sql, typeMarker) {
 		return sql
 	}

@@ -2,7 +2,15 @@ package schema
 
 import "testing"
 
-func TestZZProbe(t *testing.T) {
+// TestParseMariaDBSyntax: MariaDB DDL the TiDB parser needs help with
+// (tracker_fix.go, collations.go) parses; syntax sluice does not replicate
+// yet still fails to parse rather than being read as something else.
+func TestParseMariaDBSyntax(t *testing.T) {
+	unsupported := map[string]bool{
+		"CREATE TABLE d.t9 (a INT) WITH SYSTEM VERSIONING":                  true,
+		"CREATE TABLE d.t14 (a INT, KEY (a) IGNORED)":                       true,
+		"CREATE TABLE d.t17 (a BLOB COMPRESSED, b VARCHAR(100) COMPRESSED)": true,
+	}
 	tr := NewTracker()
 	for _, q := range []string{
 		"CREATE TABLE d.t1 (a VARCHAR(10) COLLATE utf8mb4_nopad_bin, b CHAR(3) CHARACTER SET latin1 COLLATE latin1_swedish_nopad_ci) DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_nopad_ci",
@@ -34,10 +42,24 @@ func TestZZProbe(t *testing.T) {
 		"CREATE TABLE d.t17 (a BLOB COMPRESSED, b VARCHAR(100) COMPRESSED)",
 		"CREATE TABLE d.t18 (a INT) COMMENT 'x' /*!50100 PARTITION BY HASH (a) PARTITIONS 2 */",
 	} {
-		if _, err := tr.Parse(q); err != nil {
-			t.Logf("FAIL %s: %v", q, err)
-		} else {
-			t.Logf("ok   %s", q)
+		_, err := tr.Parse(q)
+		if (err != nil) != unsupported[q] {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+}
+
+func TestStripExecComments(t *testing.T) {
+	for in, want := range map[string]string{
+		"CREATE TABLE t (a INT) /*!100500 PAGE_CHECKSUM=1 */":     "CREATE TABLE t (a INT)   PAGE_CHECKSUM=1  ",
+		"CREATE TABLE t (a INT) /*!999999 FUTURE=1 */":            "CREATE TABLE t (a INT)  ",
+		"CREATE TABLE t (a INT /*M!100301 INVISIBLE */)":          "CREATE TABLE t (a INT   INVISIBLE  )",
+		"CREATE TABLE t (a INT) /*!50100 PARTITION BY HASH(a) */": "CREATE TABLE t (a INT)   PARTITION BY HASH(a)  ",
+		"CREATE TABLE t (a VARCHAR(9) DEFAULT '/*!1 x */')":       "CREATE TABLE t (a VARCHAR(9) DEFAULT '/*!1 x */')",
+		"CREATE TABLE t (a INT) /* plain */":                      "CREATE TABLE t (a INT) /* plain */",
+	} {
+		if got := stripExecComments(in); got != want {
+			t.Errorf("stripExecComments(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
