@@ -102,14 +102,11 @@ func TestFixedSeeds(t *testing.T) {
 	}
 }
 
-// knownBugs switches off what hits bugs that are not fixed on this branch
-// yet (issue 13's, and those the tester found: see docs/difftest.md). It
-// shrinks as fixes are merged; empty once they all are.
-var knownBugs = Features{
-	PlainDDL:      true, // schema tracker parser: NO PAD collations in DDL
-	NoDDLInCopy:   true, // dump: a table dropped while the dump starts
-	NoLossyGenCol: true, // the strict target session refuses a lossy generated value
-}
+// knownBugs switches off what hits bugs that are not fixed yet (see
+// docs/difftest.md). Every bug the tester has found is fixed, so the fixed
+// seeds run with everything on; a new bug's switch goes here only until its
+// fix lands.
+var knownBugs = Features{}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()
