@@ -122,6 +122,12 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 	return d, nil
 }
 
+// ErrChangedAfterSnapshot is a chunk read that failed because a DDL changed
+// its table after the snapshot was taken and before the table was first
+// read: the snapshot cannot read it any more. Chunks already loaded stay
+// valid; the rest must come from a new snapshot.
+var ErrChangedAfterSnapshot = errors.New("the table was changed on the source (DDL) after the snapshot was taken")
+
 // afterInspectHook, set by tests, runs after the tables are read and before
 // the snapshot (attempt counts from 1).
 var afterInspectHook func(attempt int)
@@ -433,8 +439,8 @@ func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) e
 			// A DDL after the snapshot, before this table was first read:
 			// the snapshot can no longer read it as it was.
 			return &sluice.Error{Op: fmt.Sprintf("dump %s chunk %d", t.Ref, j.r.Index),
-				Err:  fmt.Errorf("%w: the table was changed on the source (DDL) after the snapshot was taken: %s", sluice.ErrSchemaMismatch, me.Message),
-				Hint: "run the same command again: chunks already loaded are kept and the rest is read from a new snapshot (if it then reports that the target table differs, follow its fix)"}
+				Err:  fmt.Errorf("%w: %w: %s", sluice.ErrSchemaMismatch, ErrChangedAfterSnapshot, me.Message),
+				Hint: "run the same command again: chunks already loaded are kept and the rest is read from a new snapshot"}
 		}
 		return fmt.Errorf("dump %s chunk %d: %w", t.Ref, j.r.Index, dbconn.Classify(err, "source", d.cfg.Source))
 	}

@@ -31,6 +31,16 @@ func (l *Loader) prepareTable(ctx context.Context, src *sluice.Table, tgt sluice
 			Hint: fmt.Sprintf("DELETE FROM %s WHERE task = '%s' AND tbl = '%s' on the target, then run the same command again: it loads the table whole",
 				l.meta.table("load_checkpoint"), strings.ReplaceAll(l.cfg.Task, "'", "''"), strings.ReplaceAll(tblKey(tgt), "'", "''"))}
 	}
+	if have != nil && !started {
+		// A table this task made in an earlier run, before the source
+		// changed its definition (a DDL after that run's snapshot), with
+		// none of its chunks loaded: made again from this snapshot.
+		if remade, err := l.remakeEmpty(ctx, src, tgt, have); err != nil {
+			return err
+		} else if remade {
+			have = nil
+		}
+	}
 	if have == nil {
 		if err := l.createTable(ctx, src, tgt); err != nil {
 			return err
@@ -62,6 +72,31 @@ func (l *Loader) prepareTable(ctx context.Context, src *sluice.Table, tgt sluice
 		return fmt.Errorf("load: %w", dbconn.Classify(err, "target", l.cfg.Target))
 	}
 	return nil
+}
+
+// remakeEmpty drops target table tgt when this task made it, none of its
+// chunks is loaded, it holds no row and its definition is not the source's
+// any more. Anything else is left for prepareTable to judge.
+func (l *Loader) remakeEmpty(ctx context.Context, src *sluice.Table, tgt sluice.TableRef, have *sluice.Table) (bool, error) {
+	if definitionDiff(src, have) == "" {
+		return false, nil
+	}
+	made, err := l.meta.made(ctx, tgt)
+	if err != nil || !made {
+		return false, dbconn.Classify(err, "target", l.cfg.Target)
+	}
+	var one int
+	err = l.db.QueryRowContext(ctx, "SELECT 1 FROM "+tgt.Quoted()+" LIMIT 1").Scan(&one)
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("load: %w", dbconn.Classify(err, "target", l.cfg.Target))
+	}
+	if _, err := l.db.ExecContext(ctx, "DROP TABLE "+tgt.Quoted()); err != nil {
+		return false, fmt.Errorf("load: drop %s to make it again: %w", tgt, l.classify(err))
+	}
+	return true, nil
 }
 
 func (l *Loader) createTable(ctx context.Context, src *sluice.Table, tgt sluice.TableRef) error {

@@ -41,6 +41,17 @@ func (m meta) ensure(ctx context.Context) error {
 			}
 		}
 	}
+	// made (this task created the target table) is newer still; a plan
+	// without it counts as a table the user made, which is never dropped.
+	var n int
+	if err := m.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'load_plan' AND COLUMN_NAME = 'made'", m.schema).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		if _, err := m.db.ExecContext(ctx, "ALTER TABLE "+m.table("load_plan")+" ADD COLUMN made TINYINT NOT NULL DEFAULT 0 AFTER snapshot"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -107,11 +118,21 @@ func (m meta) savePlan(ctx context.Context, tbl sluice.TableRef, src sluice.Tabl
 	return err
 }
 
-// setPlanSnapshot records that target table tbl was made at this run's
-// snapshot snap (JSON).
+// setPlanSnapshot records that this task made target table tbl, at this
+// run's snapshot snap (JSON).
 func (m meta) setPlanSnapshot(ctx context.Context, tbl sluice.TableRef, snap string) error {
-	_, err := m.db.ExecContext(ctx, "UPDATE "+m.table("load_plan")+" SET snapshot = ? WHERE task = ? AND tbl = ?", snap, m.task, tblKey(tbl))
+	_, err := m.db.ExecContext(ctx, "UPDATE "+m.table("load_plan")+" SET snapshot = ?, made = 1 WHERE task = ? AND tbl = ?", snap, m.task, tblKey(tbl))
 	return err
+}
+
+// made reports whether this task created target table tbl.
+func (m meta) made(ctx context.Context, tbl sluice.TableRef) (bool, error) {
+	var made bool
+	err := m.db.QueryRowContext(ctx, "SELECT made FROM "+m.table("load_plan")+" WHERE task = ? AND tbl = ?", m.task, tblKey(tbl)).Scan(&made)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return made, err
 }
 
 // position returns the snapshot position of the task's first run.

@@ -171,6 +171,13 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 		return notInBuild()
 	}
 	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
+	for attempt := 2; errors.Is(err, dump.ErrChangedAfterSnapshot) && attempt <= snapshotAttempts && ctx.Err() == nil; attempt++ {
+		// A DDL on a table the snapshot had not read yet: do what the
+		// error tells a user to do, a rerun. Loaded chunks are kept and
+		// the rest comes from a new snapshot, as after any interruption.
+		fmt.Fprintf(out, "migrate %s: %v; the copy goes on from a new snapshot (attempt %d of %d)\n", cfg.Name, err, attempt, snapshotAttempts)
+		res, err = migrateFull(ctx, cfg, f, mode == "all", out)
+	}
 	if err != nil {
 		return err
 	}
@@ -183,6 +190,15 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 	}
 	return nil
 }
+
+// snapshotAttempts bounds the snapshots one migrate run takes when DDL on
+// the source keeps invalidating them; past it the error stands, and says
+// to run again.
+const snapshotAttempts = 5
+
+// afterPrepare, set by tests, runs once the dump has its snapshot and the
+// loader its plan, before a chunk is read.
+var afterPrepare func()
 
 // interrupted is the error of a run stopped by a signal: committed chunks
 // stay, and the same command resumes.
@@ -277,6 +293,9 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	}
 	if err := l.Prepare(ctx, snap, specs); err != nil {
 		return nil, err
+	}
+	if afterPrepare != nil {
+		afterPrepare()
 	}
 	if d.NoSnapshot() {
 		fmt.Fprintf(out, "migrate %s: %d tables, nothing left to copy (no snapshot taken)", cfg.Name, len(specs))
