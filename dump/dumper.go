@@ -83,6 +83,16 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 					return nil, dbconn.Classify(err, "source", cfg.Source)
 				}
 				d.conns = append(d.conns, c)
+				// A DDL on a table this snapshot has read waits for the
+				// snapshot to end, and queues every later reader of the
+				// table, this dump's other sessions included, behind it:
+				// a wait no deadlock detector sees, and the source's
+				// writers of that table stop with it. A short wait here
+				// ends it: the chunk fails, the dump ends its snapshot,
+				// the DDL runs, and the copy goes on from a new snapshot.
+				if _, err := c.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", ddlWaitSecs)); err != nil {
+					return nil, dbconn.Classify(err, "source", cfg.Source)
+				}
 			}
 		}
 		unchanged := func(ctl *sql.Conn) (bool, error) {
@@ -122,11 +132,36 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 	return d, nil
 }
 
-// ErrChangedAfterSnapshot is a chunk read that failed because a DDL changed
-// its table after the snapshot was taken and before the table was first
-// read: the snapshot cannot read it any more. Chunks already loaded stay
-// valid; the rest must come from a new snapshot.
-var ErrChangedAfterSnapshot = errors.New("the table was changed on the source (DDL) after the snapshot was taken")
+// ErrChangedAfterSnapshot is a read in the snapshot that failed because of
+// a DDL on its table after the snapshot was taken: one that ran before the
+// table was first read (the snapshot cannot read it any more), or one that
+// waits for the snapshot to end. Chunks already loaded stay valid; the
+// rest must come from a new snapshot.
+var ErrChangedAfterSnapshot = errors.New("a DDL on the source changed the table after the snapshot was taken")
+
+// ddlWaitSecs bounds how long a read in the snapshot waits for a table's
+// metadata lock (lock_wait_timeout): only a DDL holds one against it.
+const ddlWaitSecs = 3
+
+// ddlError returns the error of a read in the snapshot that a DDL made
+// fail, or nil when err is something else.
+func ddlError(op string, err error) error {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return nil
+	}
+	var why string
+	switch me.Number {
+	case 1412, 1054, 1146: // table definition has changed, unknown column, no such table
+		why = me.Message
+	case 1205: // lock wait timeout: a consistent read takes no row lock
+		why = fmt.Sprintf("a DDL waits for the snapshot to end (a read waited %d s for the table's metadata lock)", ddlWaitSecs)
+	default:
+		return nil
+	}
+	return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %w: %s", sluice.ErrSchemaMismatch, ErrChangedAfterSnapshot, why),
+		Hint: "run the same command again: chunks already loaded are kept and the rest is read from a new snapshot"}
+}
 
 // afterInspectHook, set by tests, runs after the tables are read and before
 // the snapshot (attempt counts from 1).
@@ -244,6 +279,10 @@ func (d *Dumper) plan(ctx context.Context) error {
 				}
 				rs, err := chunk.Plan(ctx, c, tp.Table, d.cfg.RowsPerChunk)
 				if err != nil {
+					if err := ddlError("dump: plan "+tp.Table.Ref.String(), err); err != nil {
+						errs[i] = err
+						continue
+					}
 					errs[i] = fmt.Errorf("dump: %w", dbconn.Classify(err, "source", d.cfg.Source))
 					continue
 				}
@@ -434,13 +473,8 @@ func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) e
 		if errors.As(err, &se) {
 			return err
 		}
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 1412 || me.Number == 1054 || me.Number == 1146) {
-			// A DDL after the snapshot, before this table was first read:
-			// the snapshot can no longer read it as it was.
-			return &sluice.Error{Op: fmt.Sprintf("dump %s chunk %d", t.Ref, j.r.Index),
-				Err:  fmt.Errorf("%w: %w: %s", sluice.ErrSchemaMismatch, ErrChangedAfterSnapshot, me.Message),
-				Hint: "run the same command again: chunks already loaded are kept and the rest is read from a new snapshot"}
+		if err := ddlError(fmt.Sprintf("dump %s chunk %d", t.Ref, j.r.Index), err); err != nil {
+			return err
 		}
 		return fmt.Errorf("dump %s chunk %d: %w", t.Ref, j.r.Index, dbconn.Classify(err, "source", d.cfg.Source))
 	}

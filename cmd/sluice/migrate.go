@@ -171,11 +171,18 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 		return notInBuild()
 	}
 	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
-	for attempt := 2; errors.Is(err, dump.ErrChangedAfterSnapshot) && attempt <= snapshotAttempts && ctx.Err() == nil; attempt++ {
-		// A DDL on a table the snapshot had not read yet: do what the
-		// error tells a user to do, a rerun. Loaded chunks are kept and
-		// the rest comes from a new snapshot, as after any interruption.
-		fmt.Fprintf(out, "migrate %s: %v; the copy goes on from a new snapshot (attempt %d of %d)\n", cfg.Name, err, attempt, snapshotAttempts)
+	for stale := 0; errors.Is(err, dump.ErrChangedAfterSnapshot) && ctx.Err() == nil; {
+		// A DDL the snapshot cannot read across: do what the error tells
+		// a user to do, a rerun. Loaded chunks are kept and the rest comes
+		// from a new snapshot, as after any interruption. Snapshots that
+		// load nothing are bounded; one that loads a chunk makes progress.
+		if res != nil && res.loaded > 0 {
+			stale = 0
+		}
+		if stale++; stale >= snapshotAttempts {
+			break
+		}
+		fmt.Fprintf(out, "migrate %s: %v; the copy goes on from a new snapshot\n", cfg.Name, err)
 		res, err = migrateFull(ctx, cfg, f, mode == "all", out)
 	}
 	if err != nil {
@@ -191,9 +198,9 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 	return nil
 }
 
-// snapshotAttempts bounds the snapshots one migrate run takes when DDL on
-// the source keeps invalidating them; past it the error stands, and says
-// to run again.
+// snapshotAttempts bounds the snapshots in a row, none of which loaded a
+// chunk, that one migrate run takes when DDL on the source keeps
+// invalidating them; past it the error stands, and says to run again.
 const snapshotAttempts = 5
 
 // afterPrepare, set by tests, runs once the dump has its snapshot and the
@@ -214,6 +221,7 @@ func notInBuild() error {
 type fullResult struct {
 	start   *sluice.Position // earliest snapshot position of the task
 	resumed bool
+	loaded  int64 // chunks this run loaded (also on an error)
 }
 
 // migrateFull streams a snapshot of the source into the target.
@@ -326,7 +334,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		return nil, interrupted("migrate")
 	}
 	if derr != nil {
-		return nil, derr
+		return &fullResult{loaded: ls.Chunks.Load()}, derr
 	}
 	if lerr != nil {
 		return nil, lerr
