@@ -83,13 +83,10 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 					return nil, dbconn.Classify(err, "source", cfg.Source)
 				}
 				d.conns = append(d.conns, c)
-				// A DDL on a table this snapshot has read waits for the
-				// snapshot to end, and queues every later reader of the
-				// table, this dump's other sessions included, behind it:
-				// a wait no deadlock detector sees, and the source's
-				// writers of that table stop with it. A short wait here
-				// ends it: the chunk fails, the dump ends its snapshot,
-				// the DDL runs, and the copy goes on from a new snapshot.
+				// The snapshot holds every table it copies (see
+				// takeSnapshot), so a read never waits for a metadata
+				// lock; if one ever does, it fails after a short wait
+				// instead of stalling the source's writers of the table.
 				if _, err := c.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", ddlWaitSecs)); err != nil {
 					return nil, dbconn.Classify(err, "source", cfg.Source)
 				}
@@ -105,7 +102,14 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 			// long, but the snapshot is certain to match.
 			unchanged = func(*sql.Conn) (bool, error) { return true, d.inspect(ctx) }
 		}
-		d.pos, err = takeSnapshot(ctx, d.db, d.conns, cfg, unchanged)
+		pin := func() []sluice.TableRef {
+			refs := make([]sluice.TableRef, len(d.tables))
+			for i, tp := range d.tables {
+				refs[i] = tp.Table.Ref
+			}
+			return refs
+		}
+		d.pos, err = takeSnapshot(ctx, d.db, d.conns, cfg, unchanged, pin)
 		if errors.Is(err, errSchemaChanged) && attempt < schemaAttempts {
 			continue // a DDL ran since the tables were read: read them again
 		}

@@ -28,7 +28,19 @@ const snapshotHint = "GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT ON *
 // unchanged runs under the lock first: when it reports that the tables
 // differ from what the caller read, nothing is started and the error is
 // errSchemaChanged.
-func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config, unchanged func(*sql.Conn) (bool, error)) (pos sluice.Position, err error) {
+//
+// Every conn then opens every table that pin returns, still under the
+// lock, so that its transaction holds their metadata locks until the dump
+// ends: no DDL on them can complete in between. A snapshot read does not
+// see a DDL: after an instant ALTER it reads the snapshot's rows through
+// the new definition (a column dropped and added again reads as the new
+// column's default), and after a RENAME it reads whatever table has the
+// name now, both without an error. Every conn, not one: a conn that asks
+// for a table's lock later queues behind a DDL that waits for the others,
+// a wait no deadlock detector sees. So a DDL on a copied table waits for
+// the dump to end (as with mysqldump and mydumper), and the dump never
+// waits for a DDL.
+func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config, unchanged func(*sql.Conn) (bool, error), pin func() []sluice.TableRef) (pos sluice.Position, err error) {
 	ctl, err := db.Conn(ctx)
 	if err != nil {
 		return pos, dbconn.Classify(err, "source", cfg.Source)
@@ -76,6 +88,12 @@ func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config
 			}
 		}
 	}
+	tables := pin()
+	for _, c := range conns {
+		if err := pinTables(ctx, c, tables); err != nil {
+			return pos, fail("open the tables in the snapshot", err)
+		}
+	}
 	pos, err = readPosition(ctx, ctl)
 	if err != nil {
 		return pos, fail("read binlog position", err)
@@ -85,6 +103,30 @@ func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config
 	}
 	locked = false
 	return pos, nil
+}
+
+// pinTables opens tables in c's transaction, a statement per 100 tables,
+// reading no row: the transaction keeps their metadata locks.
+func pinTables(ctx context.Context, c *sql.Conn, tables []sluice.TableRef) error {
+	for len(tables) > 0 {
+		n := min(len(tables), 100)
+		var b strings.Builder
+		for i, t := range tables[:n] {
+			if i > 0 {
+				b.WriteString(" UNION ALL ")
+			}
+			b.WriteString("SELECT 1 FROM " + t.Quoted() + " WHERE 0")
+		}
+		rows, err := c.QueryContext(ctx, b.String())
+		if err != nil {
+			return err
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		tables = tables[n:]
+	}
+	return nil
 }
 
 // errSchemaChanged: a DDL changed the selected tables after they were read

@@ -18,7 +18,12 @@ import (
 // must have the same columns and keys (a rerun finds its own table), and
 // when this task has loaded nothing into it yet it must be empty, because a
 // row already there would be doubled or silently kept.
-func (l *Loader) prepareTable(ctx context.Context, src *sluice.Table, tgt sluice.TableRef, started bool) error {
+//
+// A table whose chunks are all loaded (done) is not compared with the
+// source: it holds its snapshot's rows in that snapshot's definition, and a
+// DDL since then is the source's change after the copy (replication
+// applies it in --mode all).
+func (l *Loader) prepareTable(ctx context.Context, src *sluice.Table, tgt sluice.TableRef, started, done bool) error {
 	have, err := schema.Inspect(ctx, l.db, tgt)
 	if err != nil && !errors.Is(err, sluice.ErrUnknownTable) {
 		return fmt.Errorf("load: inspect %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
@@ -52,6 +57,9 @@ func (l *Loader) prepareTable(ctx context.Context, src *sluice.Table, tgt sluice
 		}
 		return nil
 	}
+	if started && done {
+		return nil
+	}
 	if diff := definitionDiff(src, have); diff != "" {
 		hint := "drop or rename the target table (sluice creates it), make it match the source, or exclude " + src.Ref.String() + " in tables.exclude"
 		if started {
@@ -72,6 +80,23 @@ func (l *Loader) prepareTable(ctx context.Context, src *sluice.Table, tgt sluice
 		return fmt.Errorf("load: %w", dbconn.Classify(err, "target", l.cfg.Target))
 	}
 	return nil
+}
+
+// changedSinceMade reports whether target table tgt, which this task made,
+// no longer has the source's definition.
+func (l *Loader) changedSinceMade(ctx context.Context, src *sluice.Table, tgt sluice.TableRef) (bool, error) {
+	have, err := schema.Inspect(ctx, l.db, tgt)
+	if errors.Is(err, sluice.ErrUnknownTable) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("load: inspect %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
+	}
+	if definitionDiff(src, have) == "" {
+		return false, nil
+	}
+	made, err := l.meta.made(ctx, tgt)
+	return made, dbconn.Classify(err, "target", l.cfg.Target)
 }
 
 // remakeEmpty drops target table tgt when this task made it, none of its

@@ -42,6 +42,7 @@ type Loader struct {
 	// reloaded lists the partly loaded tables this run empties and loads
 	// whole (Config.ReloadMixed).
 	reloaded []sluice.TableRef
+	remade   []sluice.TableRef
 
 	tables map[sluice.TableRef]*target // by source name
 	stats  Stats
@@ -178,6 +179,10 @@ func (l *Loader) Resumed() bool { return l.pos != nil }
 // this run's snapshot (Config.ReloadMixed).
 func (l *Loader) Reloaded() []sluice.TableRef { return l.reloaded }
 
+// Remade lists the tables that Prepare emptied to load them whole in the
+// source's new definition (a DDL changed them after their first chunks).
+func (l *Loader) Remade() []sluice.TableRef { return l.remade }
+
 // FirstPosition is the snapshot position recorded by the task's first run,
 // or nil. After a resumed run the data is from several snapshots, and the
 // incremental copy must start from this, the earliest one.
@@ -248,10 +253,26 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 			total += int64(len(s.Plan) - pending)
 			pending, started = len(s.Plan), false
 		}
+		if started && pending > 0 {
+			// A DDL on the source since this task made the table and loaded
+			// its first chunks: the rest cannot be loaded into it, so it is
+			// loaded again whole, in the new definition.
+			if changed, err := l.changedSinceMade(ctx, s.Table, tgt); err != nil {
+				return err
+			} else if changed {
+				if err := l.resetTable(ctx, key); err != nil {
+					return fmt.Errorf("load: reload %s: %w", tgt, l.classify(err))
+				}
+				l.remade = append(l.remade, tgt)
+				skipped -= int64(len(s.Plan) - pending)
+				total += int64(len(s.Plan) - pending)
+				pending, started = len(s.Plan), false
+			}
+		}
 		if err := l.meta.savePlan(ctx, tgt, s.Table.Ref, s.Plan, l.snap); err != nil {
 			return fmt.Errorf("load: save plan of %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
 		}
-		if err := l.prepareTable(ctx, s.Table, tgt, started); err != nil {
+		if err := l.prepareTable(ctx, s.Table, tgt, started, pending == 0); err != nil {
 			return err
 		}
 		whole := l.cfg.CommitUnit == CommitTable ||

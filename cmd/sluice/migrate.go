@@ -171,20 +171,6 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 		return notInBuild()
 	}
 	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
-	for stale := 0; errors.Is(err, dump.ErrChangedAfterSnapshot) && ctx.Err() == nil; {
-		// A DDL the snapshot cannot read across: do what the error tells
-		// a user to do, a rerun. Loaded chunks are kept and the rest comes
-		// from a new snapshot, as after any interruption. Snapshots that
-		// load nothing are bounded; one that loads a chunk makes progress.
-		if res != nil && res.loaded > 0 {
-			stale = 0
-		}
-		if stale++; stale >= snapshotAttempts {
-			break
-		}
-		fmt.Fprintf(out, "migrate %s: %v; the copy goes on from a new snapshot\n", cfg.Name, err)
-		res, err = migrateFull(ctx, cfg, f, mode == "all", out)
-	}
 	if err != nil {
 		return err
 	}
@@ -197,11 +183,6 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 	}
 	return nil
 }
-
-// snapshotAttempts bounds the snapshots in a row, none of which loaded a
-// chunk, that one migrate run takes when DDL on the source keeps
-// invalidating them; past it the error stands, and says to run again.
-const snapshotAttempts = 5
 
 // afterPrepare, set by tests, runs once the dump has its snapshot and the
 // loader its plan, before a chunk is read.
@@ -221,7 +202,6 @@ func notInBuild() error {
 type fullResult struct {
 	start   *sluice.Position // earliest snapshot position of the task
 	resumed bool
-	loaded  int64 // chunks this run loaded (also on an error)
 }
 
 // migrateFull streams a snapshot of the source into the target.
@@ -313,6 +293,9 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	if resumed {
 		fmt.Fprintf(out, " (resumed: %d chunks done before; the rest is read from a new snapshot)", l.Stats().Skipped.Load())
 	}
+	for _, t := range l.Remade() {
+		fmt.Fprintf(out, "; %s is loaded again whole (a DDL on the source changed it since its first chunks were loaded)", t)
+	}
 	for _, t := range l.Reloaded() {
 		fmt.Fprintf(out, "; %s is reloaded whole (its key does not let replication match chunks of two snapshots)", t)
 	}
@@ -334,7 +317,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		return nil, interrupted("migrate")
 	}
 	if derr != nil {
-		return &fullResult{loaded: ls.Chunks.Load()}, derr
+		return nil, derr
 	}
 	if lerr != nil {
 		return nil, lerr
