@@ -35,6 +35,12 @@ type TableSpec struct {
 	// for 'a' in any PAD SPACE one; floats by a DOUBLE literal that is the
 	// stored value exactly.
 	exact []bool
+	// keyExact[i] says key column i is text in a collation, and a WHERE by
+	// key also compares its exact bytes. A collation's equality can be
+	// looser than the unique index it backs: in utf8mb4_unicode_nopad_ci a
+	// unique CHAR key holds both 'ss' and 'ß' while WHERE k = 'ss' finds
+	// both (difftest seed 1102), so a DELETE by key removed two rows.
+	keyExact []bool
 }
 
 // NewTableSpec builds the spec for writing rows of t into target. Keyless
@@ -54,8 +60,10 @@ func NewTableSpec(t *sluice.Table, target sluice.TableRef) *TableSpec {
 	}
 	if t.HasKey() {
 		s.Key = append([]int(nil), t.PK...)
+		s.keyExact = make([]bool, len(t.Columns))
 		for _, k := range s.Key {
 			s.nullable[k] = false
+			s.keyExact[k] = collatedText[strings.ToLower(t.Columns[k].DataType)]
 		}
 		return s
 	}
@@ -80,6 +88,24 @@ var textual = map[string]bool{"char": true, "varchar": true, "binary": true, "va
 	"geometry": true, "point": true, "linestring": true, "polygon": true, "multipoint": true,
 	"multilinestring": true, "multipolygon": true, "geometrycollection": true,
 	"uuid": true, "inet4": true, "inet6": true}
+
+// collatedText are the data types compared by a collation of a character
+// set (binary strings compare by their bytes already).
+var collatedText = map[string]bool{"char": true, "varchar": true, "tinytext": true, "text": true, "mediumtext": true, "longtext": true}
+
+// appendKeyExact appends " AND CAST(col AS BINARY)<=>_binary'...'" when key
+// column i compares by a collation and v is its text.
+func (s *TableSpec) appendKeyExact(b []byte, i int, v any) []byte {
+	if s.keyExact == nil || !s.keyExact[i] {
+		return b
+	}
+	switch v.(type) {
+	case string, []byte:
+		b = append(b, " AND "...)
+		return s.appendExactCond(b, i, v)
+	}
+	return b
+}
 
 // appendExactCond appends the keyless match of column i against v.
 func (s *TableSpec) appendExactCond(b []byte, i int, v any) []byte {
@@ -246,7 +272,26 @@ func (s *TableSpec) AppendDeleteIn(b []byte, rows ...[]any) []byte {
 		}
 		b = AppendValue(b, r[k])
 	}
-	return append(b, ')')
+	b = append(b, ')')
+	if s.keyExact != nil && s.keyExact[k] {
+		b = append(b, " AND CAST("...)
+		b = append(b, s.Cols[k]...)
+		b = append(b, " AS BINARY) IN ("...)
+		for n, r := range rows {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			switch x := r[k].(type) {
+			case string:
+				b = append(b, "_binary"...)
+				b = appendQuotedBytes(b, []byte(x))
+			default:
+				b = AppendValue(b, x)
+			}
+		}
+		b = append(b, ')')
+	}
+	return b
 }
 
 func (s *TableSpec) appendWhere(b []byte, row []any) []byte {
@@ -266,6 +311,7 @@ func (s *TableSpec) appendWhere(b []byte, row []any) []byte {
 			b = append(b, '=')
 		}
 		b = AppendValue(b, row[i])
+		b = s.appendKeyExact(b, i, row[i])
 	}
 	if s.Keyless {
 		b = append(b, " LIMIT 1"...)
@@ -358,6 +404,16 @@ func (s *TableSpec) where(sb *strings.Builder, row []any, args []any) []any {
 			sb.WriteString("=?")
 		}
 		args = append(args, v)
+		if s.keyExact != nil && s.keyExact[i] {
+			switch x := v.(type) {
+			case string:
+				sb.WriteString(" AND CAST(" + s.Cols[i] + " AS BINARY)=?")
+				args = append(args, []byte(x))
+			case []byte:
+				sb.WriteString(" AND CAST(" + s.Cols[i] + " AS BINARY)=?")
+				args = append(args, x)
+			}
+		}
 	}
 	if s.Keyless {
 		sb.WriteString(" LIMIT 1")
