@@ -171,6 +171,16 @@ func (b *batchWriter) check() {
 		b.buf = strconv.AppendInt(b.buf, int64(i), 10)
 		b.buf = append(b.buf, ',')
 	}
+	if st.kind == sluice.Delete && st.info.spec.HasGenerated() {
+		// A DELETE computes the virtual columns of every row it looks at,
+		// and an expression over values the source stored with a warning
+		// warns again (c14*2+1 with c14 binary: "Truncated incorrect
+		// DOUBLE value", difftest seed 2001), though nothing is stored.
+		// What it removes is checked by its row count; its match is exact
+		// in every written column, which the generated ones follow.
+		b.buf = append(b.buf, "@sluice_w=~0"...)
+		return
+	}
 	b.buf = append(b.buf, "@sluice_w=~0+(@@warning_count<>0)*"...)
 	b.buf = strconv.AppendInt(b.buf, int64(i), 10)
 }

@@ -37,7 +37,12 @@ func TestLossyGeneratedColumns(t *testing.T) {
 				"d DECIMAL(6,1) AS (n / 3) STORED, "+
 				"v VARCHAR(20) CHARACTER SET latin1 AS (CONCAT('<', a)) VIRTUAL)",
 			"CREATE TABLE "+name+".nk (a VARCHAR(20) CHARACTER SET utf8mb4, n BIGINT, "+
-				"s VARCHAR(20) CHARACTER SET latin1 AS (CONCAT(a, '|')) STORED, o INT AS (n * 2 + 1) STORED)")
+				"s VARCHAR(20) CHARACTER SET latin1 AS (CONCAT(a, '|')) STORED, o INT AS (n * 2 + 1) STORED)",
+			// Every statement that looks at a row of these computes v, with
+			// a warning for a binary b ("Truncated incorrect DOUBLE value"),
+			// a DELETE too, which stores nothing (difftest seed 2001).
+			"CREATE TABLE "+name+".bv (id INT PRIMARY KEY, b VARBINARY(20), v BIGINT AS (b * 2 + 1) VIRTUAL)",
+			"CREATE TABLE "+name+".nbv (b VARBINARY(20), n INT, v BIGINT AS (b * 2 + 1) VIRTUAL)")
 		texts := []string{"x", "Ǆ", "é", "abcdef", "😀", "ab", "ÿÿÿÿ"}
 		nums := []string{"1", "-7", "3000000000", "-3000000000", "2147483647", "100", "NULL"}
 		row := func(id int) string {
@@ -56,6 +61,18 @@ func TestLossyGeneratedColumns(t *testing.T) {
 			nk = "(" + nk[strings.Index(nk, ",")+2:]
 			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.nk (a, n) VALUES %s", name, nk))
 		}
+		for i := 1; i <= 12; i++ {
+			b := fmt.Sprintf("X'%016x'", r.Uint64())
+			if i%4 == 0 {
+				b = "'12'"
+			}
+			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.bv (id, b) VALUES (%d, %s)", name, i, b),
+				fmt.Sprintf("INSERT INTO %s.nbv (b, n) VALUES (%s, %d)", name, b, i%3))
+		}
+		stmts = append(stmts, fmt.Sprintf("UPDATE %s.bv SET b = X'ff00' WHERE id = 3", name),
+			fmt.Sprintf("DELETE FROM %s.bv WHERE id IN (2, 4, 5)", name),
+			fmt.Sprintf("UPDATE %s.nbv SET n = 9 WHERE n = 1 LIMIT 1", name),
+			fmt.Sprintf("DELETE FROM %s.nbv WHERE n = 2", name))
 		stmts = append(stmts, fmt.Sprintf("UPDATE %s.nk SET n = n + 1 WHERE a = 'Ǆ' LIMIT 1", name),
 			fmt.Sprintf("DELETE FROM %s.k WHERE id %% 5 = 0", name))
 		// The source session is not strict, as many are.
@@ -84,7 +101,7 @@ func TestLossyGeneratedColumns(t *testing.T) {
 		if _, err := replicate(context.Background(), srcInst, runOpts{task: task, until: until, relaxed: relaxed, workers: 4}); err != nil {
 			t.Fatalf("seed %d, relaxed %v: %v", seedVal, relaxed, err)
 		}
-		sameTables(t, src, dst, name+".k", name+".nk")
+		sameTables(t, src, dst, name+".k", name+".nk", name+".bv", name+".nbv")
 	}
 }
 

@@ -586,7 +586,7 @@ func checkWarnings(ctx context.Context, tx *sql.Tx, t *target) error {
 		if err := rows.Scan(&level, &code, &msg); err != nil {
 			return err
 		}
-		if t.generated != nil && t.generated[warnedColumn(msg)] {
+		if t.generated != nil && (t.generated[warnedColumn(msg)] || exprWarning(code, msg)) {
 			continue
 		}
 		if !strings.EqualFold(level, "note") || t.generated != nil {
