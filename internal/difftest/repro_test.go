@@ -125,6 +125,13 @@ var scripts = []struct {
 			"INSERT INTO {s}.t SELECT X'', '2000-01-01' + INTERVAL seq SECOND, NULL FROM {s}.seq_1_to_40"},
 		After: []string{"DELETE FROM {s}.t WHERE c5 = X'2020' LIMIT 2", "UPDATE {s}.t SET c7 = X'01' WHERE c5 = X'20'", "DELETE FROM {s}.t WHERE c5 = X'' LIMIT 20"},
 	}, "seed 602: a chunk bound of '' in a VARBINARY key was sent as NULL: the chunks it bounded were dumped empty (fixed)", ""},
+	{Script{Name: "virtualwarn",
+		Before: []string{"CREATE TABLE {s}.t (c14 INT UNSIGNED, n INT, c15 BIGINT AS (c14 * 2 + 1) VIRTUAL, c16 VARCHAR(40) AS (CONCAT(c14, '|')) STORED)",
+			"INSERT INTO {s}.t (c14, n) VALUES (1, 1), (2, 2)", "ALTER TABLE {s}.t MODIFY COLUMN c14 VARBINARY(20) NULL",
+			"SET STATEMENT sql_mode='' FOR INSERT INTO {s}.t (c14, n) VALUES (X'c5609400', 3), (X'd7203e6b', 4)"},
+		After: []string{"SET STATEMENT sql_mode='' FOR INSERT INTO {s}.t (c14, n) VALUES (X'fb6cbb9dcc002057', 5), (X'ff', 6)",
+			"DELETE FROM {s}.t WHERE n IN (3, 5)", "SET STATEMENT sql_mode='' FOR UPDATE {s}.t SET n = n + 10 WHERE n = 4"},
+	}, "seed 2001 (bug T): a virtual column over a column MODIFYed to VARBINARY warns on every row a DELETE looks at; the strict applier stopped", ""},
 }
 
 func TestScripts(t *testing.T) {
