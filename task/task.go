@@ -38,6 +38,8 @@ type Config struct {
 
 	// path is where the file was read from, for relative paths.
 	path string
+	// present are the top-level keys the file sets (Require).
+	present map[string]bool
 }
 
 // Incremental configures replication after (or without) the full copy.
@@ -130,8 +132,31 @@ func Parse(b []byte) (*Config, error) {
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &sluice.Error{Op: "parse task file", Err: fmt.Errorf("%w: %s", sluice.ErrConfig, yamlMsg(err)), Hint: "fix the YAML; see README 'Task file' for the keys"}
 	}
-	for _, ep := range []*sluice.Endpoint{&c.Source, &c.Target} {
-		ep.Password = envRef.ReplaceAllStringFunc(ep.Password, func(m string) string { return os.Getenv(envRef.FindStringSubmatch(m)[1]) })
+	var top map[string]any
+	if err := yaml.Unmarshal(b, &top); err == nil {
+		c.present = map[string]bool{}
+		for k := range top {
+			c.present[k] = true
+		}
+	}
+	if !c.present["name"] {
+		return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: name: is missing", sluice.ErrConfig),
+			Hint: "add name: <word>; it names the task's checkpoints on the target, so keep it once chosen"}
+	}
+	for role, ep := range map[string]*sluice.Endpoint{"source": &c.Source, "target": &c.Target} {
+		var unset string
+		ep.Password = envRef.ReplaceAllStringFunc(ep.Password, func(m string) string {
+			name := envRef.FindStringSubmatch(m)[1]
+			v, ok := os.LookupEnv(name)
+			if !ok && unset == "" {
+				unset = name
+			}
+			return v
+		})
+		if unset != "" {
+			return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s.password: ${%s} is not set in the environment", sluice.ErrConfig, role, unset),
+				Hint: "export " + unset + " before running sluice (an empty value must be set explicitly: export " + unset + "=)"}
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -140,6 +165,23 @@ func Parse(b []byte) (*Config, error) {
 }
 
 func yamlMsg(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// Require fails unless the task file sets each of the named top-level
+// sections ("source", "target"): a command that reads the source or writes
+// to a target never falls back to a default server (127.0.0.1:3306).
+// A Config not read from a file (Default) has every section.
+func (c *Config) Require(sections ...string) error {
+	if c.present == nil {
+		return nil
+	}
+	for _, k := range sections {
+		if !c.present[k] {
+			return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s: is missing", sluice.ErrConfig, k),
+				Hint: "add " + k + ": {host: ..., port: ..., user: ..., password: ${VAR}} to the task file"}
+		}
+	}
+	return nil
+}
 
 // Validate checks every field and names the one that is wrong.
 func (c *Config) Validate() error {

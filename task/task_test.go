@@ -67,11 +67,13 @@ func TestParseBad(t *testing.T) {
 		"malformed":     "source: {host: [",
 		"unknown key":   "sorce: {host: x}\ntables: {include: [\"a.*\"]}",
 		"no tables":     "name: x",
-		"bad pattern":   "tables: {include: [\"nodot\"]}",
-		"bad threads":   "tables: {include: [\"a.*\"]}\nthreads: 0",
-		"bad port":      "tables: {include: [\"a.*\"]}\nsource: {port: 99999}",
-		"wrong type":    "tables: {include: [\"a.*\"]}\nthreads: lots",
-		"route no dest": "tables: {include: [\"a.*\"]}\nroutes: [{schema: a}]",
+		"no name":       "tables: {include: [\"a.*\"]}",
+		"bad pattern":   "name: x\ntables: {include: [\"nodot\"]}",
+		"bad threads":   "name: x\ntables: {include: [\"a.*\"]}\nthreads: 0",
+		"bad port":      "name: x\ntables: {include: [\"a.*\"]}\nsource: {port: 99999}",
+		"wrong type":    "name: x\ntables: {include: [\"a.*\"]}\nthreads: lots",
+		"route no dest": "name: x\ntables: {include: [\"a.*\"]}\nroutes: [{schema: a}]",
+		"unset var":     "name: x\ntables: {include: [\"a.*\"]}\nsource: {password: \"${SLUICE_TEST_SURELY_UNSET}\"}",
 	} {
 		_, err := Parse([]byte(doc))
 		if err == nil {
@@ -100,5 +102,35 @@ func TestLoadRelativeDir(t *testing.T) {
 	}
 	if _, err := Load(d + "/missing.yaml"); err == nil {
 		t.Fatal("want error")
+	}
+}
+
+// TestRequiredSections: a task file never falls back to a default server
+// or task name, and an unset ${VAR} is an error naming it, not an empty
+// password (issue 16).
+func TestRequiredSections(t *testing.T) {
+	_, err := Parse([]byte("tables: {include: [\"a.*\"]}"))
+	if err == nil || !strings.Contains(err.Error(), "name: is missing") {
+		t.Errorf("no name: %v", err)
+	}
+	_, err = Parse([]byte("name: x\ntables: {include: [\"a.*\"]}\ntarget: {password: \"a${SLUICE_TEST_SURELY_UNSET}\"}"))
+	if err == nil || !strings.Contains(err.Error(), "target.password: ${SLUICE_TEST_SURELY_UNSET} is not set") || !strings.Contains(err.Error(), "export SLUICE_TEST_SURELY_UNSET") {
+		t.Errorf("unset variable: %v", err)
+	}
+	t.Setenv("SLUICE_TEST_EMPTY", "")
+	c, err := Parse([]byte("name: x\ntables: {include: [\"a.*\"]}\nsource: {password: \"${SLUICE_TEST_EMPTY}\"}"))
+	if err != nil || c.Source.Password != "" {
+		t.Fatalf("a variable set to empty: %v", err)
+	}
+	if err := c.Require("source"); err != nil {
+		t.Errorf("source is set: %v", err)
+	}
+	err = c.Require("source", "target")
+	var se *sluice.Error
+	if err == nil || !errors.As(err, &se) || !strings.Contains(err.Error(), "target: is missing") || se.Hint == "" {
+		t.Errorf("no target: %v", err)
+	}
+	if err := Default().Require("source", "target"); err != nil {
+		t.Errorf("a Config built in code: %v", err)
 	}
 }

@@ -28,7 +28,7 @@ files, one LOAD DATA text file per chunk and metadata.json with the binlog
 position and GTID set of the snapshot. 'sluice load' reads the directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := f.loadTask()
+			cfg, err := f.loadTask("source")
 			if err != nil {
 				return err
 			}

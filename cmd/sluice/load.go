@@ -31,7 +31,7 @@ interrupted load (kill -9 included) resumes when run again, without
 loading a finished chunk twice.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := f.loadTask()
+			cfg, err := f.loadTask("target")
 			if err != nil {
 				return err
 			}

@@ -61,13 +61,17 @@ func (f *fullFlags) addTask(fl interface {
 	fl.StringVar(&f.config, "config", "", "task file (YAML) naming source, target and tables")
 }
 
-// loadTask reads the task file and applies flag overrides.
-func (f *fullFlags) loadTask() (*task.Config, error) {
+// loadTask reads the task file and applies flag overrides; need names the
+// sections the command uses ("source", "target"), which must be in the file.
+func (f *fullFlags) loadTask(need ...string) (*task.Config, error) {
 	if f.config == "" {
 		return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml (see README 'Task file')"}
 	}
 	cfg, err := task.Load(f.config)
 	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Require(need...); err != nil {
 		return nil, err
 	}
 	if f.threads > 0 {
@@ -124,7 +128,7 @@ chunks from a new snapshot.
 snapshot's binlog position; --mode incremental runs only the replication.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := f.loadTask()
+			cfg, err := f.loadTask("source", "target")
 			if err != nil {
 				return err
 			}

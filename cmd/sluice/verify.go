@@ -73,6 +73,9 @@ func runVerify(ctx context.Context, out, errOut io.Writer, f verifyFlags) error 
 	if err != nil {
 		return err
 	}
+	if err := tc.Require("source", "target"); err != nil {
+		return err
+	}
 	cfg := verify.DefaultConfig()
 	cfg.Threads, cfg.RowsPerChunk, cfg.MaxDiffs, cfg.Route = tc.Threads, tc.RowsPerChunk, f.maxDiffs, tc.Route
 	cfg.Rechecks, cfg.RecheckDelay = f.rechecks, f.recheckDelay
