@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/sluice-db/sluice/internal/private"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,7 +30,7 @@ type DirSink struct {
 // NewDirSink prepares dir. It refuses a directory that already holds a
 // finished dump, so one is never overwritten by accident.
 func NewDirSink(dir string) (*DirSink, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := private.MkdirAll(dir); err != nil {
 		return nil, dumpfmt.DiskError("create dump directory", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, dumpfmt.MetadataFile)); err == nil {

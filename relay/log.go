@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-db/sluice/internal/private"
 	"io"
 	"os"
 	"path/filepath"
@@ -123,7 +124,10 @@ func Open(cfg Config) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := private.MkdirAll(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	if err := private.Tighten(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
 	l := &Log{cfg: cfg, changed: make(chan struct{})}
@@ -375,7 +379,7 @@ func writeIndex(dir string, names []string) error {
 		b.WriteString(n)
 		b.WriteByte('\n')
 	}
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, private.FileMode)
 	if err != nil {
 		return fmt.Errorf("relay: write index: %w", err)
 	}

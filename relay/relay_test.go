@@ -139,6 +139,19 @@ func TestRelayIsIdenticalToSourceAndReadableByMariadbBinlog(t *testing.T) {
 	if len(files) < 2 || files[0] != first.File || files[len(files)-1] != end.File {
 		t.Fatalf("relay files %v, want %s..%s", files, first.File, end.File)
 	}
+	// The relay holds every row: it is its owner's only (issue 16).
+	ents, err := os.ReadDir(l.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if st, err := os.Stat(filepath.Join(l.Dir(), e.Name())); err != nil || st.Mode().Perm()&0o077 != 0 {
+			t.Errorf("relay file %s: mode %v (%v), want no access for group and others", e.Name(), st.Mode(), err)
+		}
+	}
+	if st, err := os.Stat(l.Dir()); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("relay directory: mode %v (%v), want 0700", st.Mode(), err)
+	}
 	for i, f := range files {
 		got, err := os.ReadFile(filepath.Join(l.Dir(), f))
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-db/sluice/internal/private"
 	"os"
 	"path/filepath"
 	"sync"
@@ -211,7 +212,7 @@ func (w *Writer) switchTo(name string, pos int64) error {
 	if pos != int64(len(magic)) {
 		return fmt.Errorf("relay: cannot start the new relay file %s at offset %d; request offset 4", name, pos)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, private.FileMode)
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}

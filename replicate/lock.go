@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/sluice-db/sluice/internal/private"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,7 +35,7 @@ const lockPoll = 20 * time.Millisecond
 // tell a live holder (refused at once, with its pid) from one that is dead
 // or exiting (waited for, up to lockWait).
 func lockDir(dir, name string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, "task.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, "task.lock"), os.O_CREATE|os.O_RDWR, private.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("replicate: %w", err)
 	}

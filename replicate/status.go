@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sluice-db/sluice/internal/private"
 	"net"
 	"net/http"
 	"os"
@@ -74,7 +75,7 @@ func WriteStatus(dir string, s Status) error {
 		return err
 	}
 	tmp := filepath.Join(dir, StatusFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(tmp, append(b, '\n'), private.FileMode); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
 	return os.Rename(tmp, filepath.Join(dir, StatusFile))

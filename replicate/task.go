@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sluice-db/sluice/internal/private"
 	"io"
 	"os"
 	"strings"
@@ -79,7 +80,7 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 	t.mu.Lock()
 	t.started = time.Now()
 	t.mu.Unlock()
-	if err := os.MkdirAll(t.cfg.Dir, 0o755); err != nil {
+	if err := private.MkdirAll(t.cfg.Dir); err != nil {
 		return fmt.Errorf("replicate: %w", err)
 	}
 	unlock, err := lockDir(t.cfg.Dir, t.cfg.Name)
