@@ -37,6 +37,11 @@ type StreamItem struct {
 	Kind      StreamKind
 	GTID      string // Begin, DDL: the transaction's GTID ("domain-server-seq" on MariaDB)
 	Timestamp uint32 // source time of the event, unix seconds
+	// Micros is the microsecond part of a DDL statement's start time on
+	// the source (ItemDDL): the target runs the statement at that time,
+	// Timestamp.Micros, as a replica does, so that values the statement
+	// takes from the clock are the source's.
+	Micros uint32
 	Changes   []RowChange
 	// End is the position just after the transaction (Commit, DDL). Its
 	// GTIDSet is the source's executed GTID position including this

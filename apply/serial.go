@@ -113,13 +113,18 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 		// (a replica runs it in the source's mode): a MODIFY COLUMN that
 		// converted values there converts them here the same way instead
 		// of stopping the task. Row changes stay strict.
-		if _, err := a.serial.ExecContext(ctx, "SET SESSION sql_mode='"+ddlSQLMode+"'"); err != nil {
+		// It runs at the source statement's time, as on a replica: an ALTER
+		// that fills a TIMESTAMP column or a DEFAULT CURRENT_TIMESTAMP
+		// column from the clock stores the source's values (difftest seed
+		// 2111: an ADD PRIMARY KEY over a NULL TIMESTAMP column stored the
+		// apply time, and the next UPDATE of those rows found none).
+		if _, err := a.serial.ExecContext(ctx, "SET SESSION sql_mode='"+ddlSQLMode+"', timestamp="+ddlTimestamp(it)); err != nil {
 			return fmt.Errorf("apply DDL: %w", err)
 		}
 		err := a.runDDL(ctx, it, tolerant)
 		// A session left lenient must not apply rows: restoring the mode
 		// fails only with the connection, and then nothing more runs on it.
-		if _, rerr := a.serial.ExecContext(context.Background(), "SET SESSION sql_mode='"+rowSQLMode+"'"); rerr != nil && err == nil {
+		if _, rerr := a.serial.ExecContext(context.Background(), "SET SESSION sql_mode='"+rowSQLMode+"', timestamp=DEFAULT"); rerr != nil && err == nil {
 			err = fmt.Errorf("restore the strict sql_mode after DDL: %w", rerr)
 		}
 		if err != nil {
@@ -190,4 +195,13 @@ func shortSQL(q string) string {
 		return q[:200] + "..."
 	}
 	return q
+}
+
+// ddlTimestamp is the value of the session's timestamp for DDL item it:
+// the source statement's start, seconds and microseconds.
+func ddlTimestamp(it sluice.StreamItem) string {
+	if it.Timestamp == 0 {
+		return "DEFAULT"
+	}
+	return fmt.Sprintf("%d.%06d", it.Timestamp, it.Micros)
 }

@@ -88,7 +88,7 @@ func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32, g
 	if len(out) == 0 && d.tracker.Version() == verBefore {
 		return nil
 	}
-	item := sluice.StreamItem{Kind: sluice.ItemDDL, GTID: d.gtid, Timestamp: ts, End: d.endPos(pos), DDL: out, Source: q, Tables: d.ddlTables}
+	item := sluice.StreamItem{Kind: sluice.ItemDDL, GTID: d.gtid, Timestamp: ts, Micros: d.micros, End: d.endPos(pos), DDL: out, Source: q, Tables: d.ddlTables}
 	if gtidPos != nil {
 		item.End.GTIDSet = *gtidPos
 	}

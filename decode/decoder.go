@@ -74,6 +74,9 @@ type Decoder struct {
 	tracker *schema.Tracker
 
 	inTxn    bool
+	// micros is the microsecond part of the current Query event's start
+	// time (queryMicros).
+	micros uint32
 	gtid     string // GTID of the current group
 	ddlGroup bool   // the current group is a standalone (DDL) group
 	// rowsDDL: the current MariaDB group is flagged DDL but is not
@@ -244,6 +247,7 @@ func (d *Decoder) commit(pos sluice.Position, ts uint32) {
 
 func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint32) error {
 	q := strings.TrimSpace(string(e.Query))
+	d.micros, _ = queryMicros(e.StatusVars)
 	switch {
 	case strings.EqualFold(q, "BEGIN"):
 		if !d.inTxn {
