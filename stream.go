@@ -41,8 +41,8 @@ type StreamItem struct {
 	// the source (ItemDDL): the target runs the statement at that time,
 	// Timestamp.Micros, as a replica does, so that values the statement
 	// takes from the clock are the source's.
-	Micros uint32
-	Changes   []RowChange
+	Micros  uint32
+	Changes []RowChange
 	// End is the position just after the transaction (Commit, DDL). Its
 	// GTIDSet is the source's executed GTID position including this
 	// transaction, so it can be used to resume by GTID.

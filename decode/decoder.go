@@ -73,10 +73,10 @@ type Decoder struct {
 	cfg     Config
 	tracker *schema.Tracker
 
-	inTxn    bool
+	inTxn bool
 	// micros is the microsecond part of the current Query event's start
 	// time (queryMicros).
-	micros uint32
+	micros   uint32
 	gtid     string // GTID of the current group
 	ddlGroup bool   // the current group is a standalone (DDL) group
 	// rowsDDL: the current MariaDB group is flagged DDL but is not
