@@ -132,6 +132,12 @@ var scripts = []struct {
 		After: []string{"SET STATEMENT sql_mode='' FOR INSERT INTO {s}.t (c14, n) VALUES (X'fb6cbb9dcc002057', 5), (X'ff', 6)",
 			"DELETE FROM {s}.t WHERE n IN (3, 5)", "SET STATEMENT sql_mode='' FOR UPDATE {s}.t SET n = n + 10 WHERE n = 4"},
 	}, "seed 2001 (bug T): a virtual column over a column MODIFYed to VARBINARY warns on every row a DELETE looks at; the strict applier stopped", ""},
+	{Script{Name: "ddltime",
+		Before: []string{"CREATE TABLE {s}.t (ts TIMESTAMP(5) NULL, v VARCHAR(8) COLLATE latin1_nopad_bin NOT NULL, n INT)",
+			"INSERT INTO {s}.t (ts, v, n) VALUES (NULL, 'a', 0), (NULL, 'b', 0)"},
+		After: []string{"INSERT INTO {s}.t (ts, v, n) VALUES (NULL, 'c', 0)", "ALTER TABLE {s}.t ADD PRIMARY KEY (ts, v)",
+			"ALTER TABLE {s}.t ADD COLUMN c TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)", "UPDATE {s}.t SET n = n + 1", "DELETE FROM {s}.t WHERE v = 'b'"},
+	}, "seed 2111 (bug U): an ALTER that fills NULL TIMESTAMPs (ADD PRIMARY KEY) or a DEFAULT CURRENT_TIMESTAMP column from the clock ran at the apply time on the target", ""},
 }
 
 func TestScripts(t *testing.T) {
