@@ -231,6 +231,9 @@ var (
 	ErrUnsupportedDDL  = errors.New("unsupported DDL")
 	ErrNoKey           = errors.New("table has no key")
 	ErrVerifyDifferent = errors.New("source and target differ")
+	// ErrNotRunning: sluice status found the task failed or its process
+	// gone (exit 3, for health checks).
+	ErrNotRunning = errors.New("not running")
 )
 
 // Error is an error the user can act on: what failed, why, and how to fix it.

@@ -3,6 +3,7 @@ package replicate_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -223,10 +224,12 @@ func (k killScenario) run(t *testing.T) killResult {
 func TestKill9ExactlyOnce(t *testing.T) {
 	r := killScenario{schema: "k9", dstName: "dstk", tables: 2, order: "source"}.run(t)
 	t.Logf("%d kills, %d distinct applied positions at the kills", r.kills, r.positions)
-	// sluice status reads the task's status file.
+	// sluice status reads the task's status file, and as a health check
+	// exits 3: the task is not running.
 	out, err := exec.Command(r.bin, "status", "--config", r.taskFile).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "stopped") || !strings.Contains(string(out), r.end.File) {
-		t.Fatalf("sluice status: %v:\n%s", err, out)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "stopped cleanly") || !strings.Contains(string(out), r.end.File) {
+		t.Fatalf("sluice status of a stopped task: %v (want exit 3):\n%s", err, out)
 	}
 }
 

@@ -40,11 +40,15 @@ service, distributed transactions, and benchmarks against the usual peers.`,
 	return root
 }
 
-// exitCode: 1 means "verify found differences", 2 any other failure, so
-// scripts can tell a difference from a broken run.
+// exitCode: 1 means "verify found differences", 3 "status found the task
+// not running", 2 any other failure, so scripts can tell a difference or a
+// stopped task from a broken run.
 func exitCode(err error) int {
-	if errors.Is(err, sluice.ErrVerifyDifferent) {
+	switch {
+	case errors.Is(err, sluice.ErrVerifyDifferent):
 		return 1
+	case errors.Is(err, sluice.ErrNotRunning):
+		return 3
 	}
 	return 2
 }

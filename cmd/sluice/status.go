@@ -47,13 +47,16 @@ task's metrics-addr.`,
 			if asJSON {
 				enc := json.NewEncoder(c.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
+				if err := enc.Encode(struct {
 					replicate.Status
 					Running bool `json:"running"`
-				}{s, running})
+				}{s, running}); err != nil {
+					return err
+				}
+			} else {
+				printStatus(c.OutOrStdout(), s, running, cfg.Dir)
 			}
-			printStatus(c.OutOrStdout(), s, running, cfg.Dir)
-			return nil
+			return healthError(s, running)
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "task file (YAML)")
@@ -102,4 +105,21 @@ func printStatus(w io.Writer, s replicate.Status, running bool, dir string) {
 	if s.Error != "" {
 		row("error", s.Error)
 	}
+}
+
+// healthError makes status a health check: nil while a process runs the
+// task and it has not failed; otherwise an ErrNotRunning that says why.
+func healthError(s replicate.Status, running bool) error {
+	switch {
+	case s.Stage == replicate.StageFailed:
+		return &sluice.Error{Op: "status", Err: fmt.Errorf("%w: task %s failed: %s", sluice.ErrNotRunning, s.Task, s.Error),
+			Hint: "fix what the error names, then start the task again with the same command"}
+	case !running && s.Stage == replicate.StageStopped:
+		return &sluice.Error{Op: "status", Err: fmt.Errorf("%w: task %s was stopped cleanly at %s", sluice.ErrNotRunning, s.Task, s.Applied.String()),
+			Hint: "start it again with the same command to resume"}
+	case !running:
+		return &sluice.Error{Op: "status", Err: fmt.Errorf("%w: task %s has no process (last seen %s at %s, without a clean stop)", sluice.ErrNotRunning, s.Task, s.Stage, s.Updated.UTC().Format(time.RFC3339)),
+			Hint: "start it again with the same command; it resumes from its checkpoint"}
+	}
+	return nil
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/replicate"
+)
+
+// TestStatusIsAHealthCheck: sluice status exits 3 (ErrNotRunning) with one
+// line saying why when the task failed, was stopped, or lost its process,
+// and still prints the status first; a task whose process holds the lock
+// and has not failed is healthy (issue 16).
+func TestStatusIsAHealthCheck(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "t.yaml")
+	state := filepath.Join(dir, "state")
+	if err := os.WriteFile(cfg, []byte("name: hc\nsource: {host: 127.0.0.1, port: 1, user: u}\ntarget: {host: 127.0.0.1, port: 1, user: u}\ntables: {include: [\"a.*\"]}\ndir: state\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	run := func() (string, error) {
+		root := newRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs([]string{"status", "--config", cfg})
+		err := root.Execute()
+		return out.String(), err
+	}
+	for _, tc := range []struct {
+		stage, errText, want string
+	}{
+		{replicate.StageFailed, "apply DDL: boom", "failed: apply DDL: boom"},
+		{replicate.StageStopped, "", "stopped cleanly"},
+		{replicate.StageRunning, "", "has no process"},
+	} {
+		if err := replicate.WriteStatus(state, replicate.Status{Task: "hc", Stage: tc.stage, Error: tc.errText, Updated: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := run()
+		if !errors.Is(err, sluice.ErrNotRunning) || exitCode(err) != 3 || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "(fix: ") {
+			t.Errorf("stage %s: err %v (exit %d), want exit 3 naming %q", tc.stage, err, exitCode(err), tc.want)
+		}
+		if !strings.Contains(out, "stage:") {
+			t.Errorf("stage %s: the status was not printed:\n%s", tc.stage, out)
+		}
+	}
+	if err := healthError(replicate.Status{Task: "hc", Stage: replicate.StageRunning}, true); err != nil {
+		t.Errorf("a running task: %v", err)
+	}
+}
