@@ -70,7 +70,7 @@ func New(cfg Config, out io.Writer) (*Task, error) {
 }
 
 func (t *Task) logf(format string, args ...any) {
-	fmt.Fprintf(t.log, "%s replicate %s: %s\n", time.Now().UTC().Format("15:04:05"), t.cfg.Name, fmt.Sprintf(format, args...))
+	fmt.Fprintf(t.log, "%s replicate %s: %s\n", time.Now().UTC().Format("2006-01-02T15:04:05Z"), t.cfg.Name, fmt.Sprintf(format, args...))
 }
 
 // Run replicates until ctx ends (a clean stop returns nil) or a fatal error.

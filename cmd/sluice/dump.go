@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"path/filepath"
 	"time"
@@ -62,7 +61,7 @@ func runDump(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	ds := d.Stats()
-	fmt.Fprintf(out, "dump %s: %d tables to %s, snapshot at %s\n", cfg.Name, len(d.Tables()), dir, d.Position())
+	logf(out, "dump %s: %d tables to %s, snapshot at %s\n", cfg.Name, len(d.Tables()), dir, d.Position())
 	prog := startProgress(out, f.progressEvery, progressPhase{Name: "dump", Rows: ds.Rows.Load, Bytes: ds.Bytes.Load, Done: ds.Chunks.Load, Total: ds.TotalChunks.Load})
 	start := time.Now()
 	err = d.Run(ctx, sink)

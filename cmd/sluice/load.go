@@ -71,7 +71,7 @@ func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	for _, t := range lost {
-		fmt.Fprintf(out, "load %s: %s is %s although this load wrote it; it is loaded again whole\n", cfg.Name, t.Target, t.Why)
+		logf(out, "load %s: %s is %s although this load wrote it; it is loaded again whole\n", cfg.Name, t.Target, t.Why)
 	}
 	var specs []load.TableSpec
 	var tables []dumpfmt.TableMeta
@@ -90,7 +90,7 @@ func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	ls := l.Stats()
-	fmt.Fprintf(out, "load %s: %d tables from %s, %d chunks to load (%d done before)\n", cfg.Name, len(specs), dir, ls.TotalChunks.Load(), ls.Skipped.Load())
+	logf(out, "load %s: %d tables from %s, %d chunks to load (%d done before)\n", cfg.Name, len(specs), dir, ls.TotalChunks.Load(), ls.Skipped.Load())
 	prog := startProgress(out, f.progressEvery, progressPhase{Name: "load", Rows: ls.Rows.Load, Bytes: ls.Bytes.Load, Done: ls.Chunks.Load, Total: ls.TotalChunks.Load})
 	l.Start(ctx)
 	var qerr error

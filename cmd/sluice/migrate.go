@@ -232,7 +232,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		return nil, err
 	}
 	for _, t := range lost {
-		fmt.Fprintf(out, "migrate %s: %s is %s although this task copied it; it is loaded again whole\n", cfg.Name, t.Target, t.Why)
+		logf(out, "migrate %s: %s is %s although this task copied it; it is loaded again whole\n", cfg.Name, t.Target, t.Why)
 	}
 	complete, err := l.Complete(ctx)
 	if err != nil {
@@ -244,7 +244,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		// the source's definitions (a source DDL that replication has not
 		// applied yet makes them differ) and tables that replication made
 		// are not copied. No snapshot, so no lock on the source.
-		fmt.Fprintf(out, "migrate %s: the full copy is complete; resuming replication\n", cfg.Name)
+		logf(out, "migrate %s: the full copy is complete; resuming replication\n", cfg.Name)
 		return &fullResult{start: l.FirstPosition(), resumed: true}, nil
 	}
 	dc := f.dumpConfig(cfg)
@@ -290,9 +290,9 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		afterPrepare()
 	}
 	if d.NoSnapshot() {
-		fmt.Fprintf(out, "migrate %s: %d tables, nothing left to copy (no snapshot taken)", cfg.Name, len(specs))
+		logf(out, "migrate %s: %d tables, nothing left to copy (no snapshot taken)", cfg.Name, len(specs))
 	} else {
-		fmt.Fprintf(out, "migrate %s: %d tables, snapshot at %s, %d chunks to copy", cfg.Name, len(specs), d.Position(), l.Stats().TotalChunks.Load())
+		logf(out, "migrate %s: %d tables, snapshot at %s, %d chunks to copy", cfg.Name, len(specs), d.Position(), l.Stats().TotalChunks.Load())
 	}
 	if resumed {
 		fmt.Fprintf(out, " (resumed: %d chunks done before; the rest is read from a new snapshot)", l.Stats().Skipped.Load())

@@ -58,3 +58,12 @@ func TestStatusIsAHealthCheck(t *testing.T) {
 		t.Errorf("a running task: %v", err)
 	}
 }
+
+// TestLogLinesCarryTheDate: log records start with the UTC date and time.
+func TestLogLinesCarryTheDate(t *testing.T) {
+	var b bytes.Buffer
+	logf(&b, "migrate %s: done\n", "x")
+	if _, err := time.Parse(logTime, strings.SplitN(b.String(), " ", 2)[0]); err != nil || !strings.HasSuffix(b.String(), " migrate x: done\n") {
+		t.Fatalf("log line %q: %v", b.String(), err)
+	}
+}
