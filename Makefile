@@ -6,13 +6,17 @@ BIN       := bin/sluice
 STATICCHECK_VERSION := v0.8.2
 APT_PKGS  := mariadb-server mariadb-client sysbench mydumper
 TEST_TIMEOUT ?= 25m
+# sluice version reports these (the go command's own VCS stamp may be off).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: all build deps test test-short lint difftest demo bench-full-import bench-replication bench-dtx bench-oltp clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/sluice
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
 
 # deps installs the real servers and tools the tests and demo use. It only
 # calls apt-get when something is missing, so it is quick on a ready machine.

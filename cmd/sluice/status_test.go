@@ -67,3 +67,11 @@ func TestLogLinesCarryTheDate(t *testing.T) {
 		t.Fatalf("log line %q: %v", b.String(), err)
 	}
 }
+
+// TestVersion: sluice version names the version, the commit and Go.
+func TestVersion(t *testing.T) {
+	out, _, err := runCLI(t, "version")
+	if err != nil || !strings.HasPrefix(out, "sluice ") || !strings.Contains(out, "\ncommit ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("sluice version: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at link time (go build -ldflags "-X main.version=v1.2.3");
+// a build from a checkout says "dev" and names its commit.
+var version = "dev"
+
+// commit is set at link time by make build; otherwise it is read from the
+// go command's VCS stamp, when there is one.
+var commit = ""
+
+func init() { register(newVersionCmd) }
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print sluice's version, commit and Go version",
+		Example: `  sluice version
+  sluice version | head -1`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			rev, when, dirty := buildVCS()
+			if when != "" {
+				when = " " + when
+			}
+			fmt.Fprintf(c.OutOrStdout(), "sluice %s\ncommit %s%s%s\n%s %s/%s\n", version, rev, dirty, when, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+}
+
+// buildVCS reads the commit the binary was built from, as the go command
+// records it (go build in a git checkout).
+func buildVCS() (rev, when, dirty string) {
+	rev = commit
+	if rev == "" {
+		rev = "unknown"
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			if commit == "" {
+				rev = s.Value
+			}
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = " (modified)"
+			}
+		}
+	}
+	return
+}
