@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,7 +183,15 @@ func TestReaderReconnectsAfterKillAndRestart(t *testing.T) {
 	db := sandboxtest.MustOpen(t, inst, "")
 	sandboxtest.MustExec(t, db, "CREATE DATABASE r", "CREATE TABLE r.t (id int primary key)")
 	start := masterStatus(t, db)
-	r, err := binlog.NewReader(config(inst))
+	cfg := config(inst)
+	var mu sync.Mutex
+	var notes []string
+	cfg.Notify = func(format string, args ...any) {
+		mu.Lock()
+		notes = append(notes, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	r, err := binlog.NewReader(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +232,21 @@ func TestReaderReconnectsAfterKillAndRestart(t *testing.T) {
 	}
 	if n, _ := r.Reconnects(); n < 2 {
 		t.Fatalf("reconnects = %d, want at least 2", n)
+	}
+	// Each lost connection and each reconnect was logged, with its reason.
+	mu.Lock()
+	defer mu.Unlock()
+	lost, back := 0, 0
+	for _, n := range notes {
+		if strings.Contains(n, "connection to the source lost at") {
+			lost++
+		}
+		if strings.Contains(n, "reconnected to the source at") {
+			back++
+		}
+	}
+	if lost < 2 || back < 2 {
+		t.Fatalf("logged %d lost connections and %d reconnects, want 2 each:\n%s", lost, back, strings.Join(notes, "\n"))
 	}
 }
 

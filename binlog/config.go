@@ -8,8 +8,10 @@ package binlog
 
 import (
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/sluice-db/sluice"
@@ -35,11 +37,25 @@ type Config struct {
 	MaxRetries int
 	// Logger receives go-mysql's and the reader's messages; nil discards them.
 	Logger *slog.Logger
+	// Notify, when set, receives one line for each lost connection (with
+	// its reason) and each reconnect, for the task's log: a reconnect storm
+	// (another replica with the same server-id) must not be silent.
+	Notify func(format string, args ...any)
 }
 
 // DefaultServerID is used when the task gives none: a high value unlikely to
 // clash with real servers.
 const DefaultServerID = 4_200_000_001
+
+// ServerIDFor is a task's default server-id: derived from its name, so that
+// two tasks on one source do not register with the same id and keep
+// disconnecting each other (a source drops the older dump connection of a
+// server-id that connects again). In [4_200_000_001, 2^32-1].
+func ServerIDFor(task string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(task))
+	return DefaultServerID + h.Sum32()%(math.MaxUint32-DefaultServerID+1)
+}
 
 // DefaultConfig returns a Config for src.
 func DefaultConfig(src sluice.Endpoint) Config {

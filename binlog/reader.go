@@ -165,6 +165,7 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 			s.Close()
 		}
 		s, st = nil, nil
+		r.notify("binlog: connection to the source lost at %s: %v; reconnecting", r.Next(), oneLine(err))
 		for {
 			r.mu.Lock()
 			r.lastErr = err
@@ -181,7 +182,9 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 			if err == nil {
 				r.mu.Lock()
 				r.reconnects++
+				n := r.reconnects
 				r.mu.Unlock()
+				r.notify("binlog: reconnected to the source at %s after %d attempt(s) (%d reconnects so far; many in a short time suggest another replica with server-id %d)", r.Next(), failures, n, r.cfg.ServerID)
 				break
 			}
 			if ctx.Err() != nil {
@@ -325,3 +328,11 @@ func fatal(err error) bool {
 		return errors.As(err, &se)
 	}()
 }
+
+func (r *Reader) notify(format string, args ...any) {
+	if r.cfg.Notify != nil {
+		r.cfg.Notify(format, args...)
+	}
+}
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -66,6 +66,7 @@ func FromTask(t *task.Config) (Config, error) {
 	c.Source, c.Target = t.Source, t.Target
 	inc := t.Incremental
 	c.Binlog = binlog.DefaultConfig(t.Source)
+	c.Binlog.ServerID = binlog.ServerIDFor(t.Name)
 	if inc.ServerID != 0 {
 		c.Binlog.ServerID = inc.ServerID
 	}

@@ -101,6 +101,9 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 	bcfg := t.cfg.Binlog
 	bcfg.Source = t.cfg.Source
+	if bcfg.Notify == nil {
+		bcfg.Notify = t.logf
+	}
 	info, err := binlog.Check(ctx, bcfg)
 	if err != nil {
 		return err
