@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -345,7 +346,7 @@ func (w *Writer) Run(ctx context.Context, src Source) error {
 		ev, ok := src.TryEvent()
 		if !ok {
 			if err := w.Flush(); err != nil {
-				return err
+				return w.diskError(err)
 			}
 			var err error
 			if ev, err = src.GetEvent(ctx); err != nil {
@@ -353,12 +354,22 @@ func (w *Writer) Run(ctx context.Context, src Source) error {
 			}
 		}
 		if err := w.Write(ev); err != nil {
-			return err
+			return w.diskError(err)
 		}
 		if w.unflushed >= w.l.cfg.FlushBytes || time.Since(w.lastFlush) >= w.l.cfg.FlushInterval {
 			if err := w.Flush(); err != nil {
-				return err
+				return w.diskError(err)
 			}
 		}
 	}
+}
+
+// diskError gives a full disk under the relay its fix. What was written
+// stays: the relay resumes at its last complete transaction.
+func (w *Writer) diskError(err error) error {
+	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+		return err
+	}
+	return &sluice.Error{Op: "relay log in " + w.l.cfg.Dir, Err: fmt.Errorf("%w: %v", sluice.ErrDiskFull, err),
+		Hint: "free space on that disk (applied relay files are kept for incremental.relay-retain: lower it to keep fewer), or move the task's dir:, then start the task again; it resumes at the last complete transaction"}
 }

@@ -76,6 +76,7 @@ func WriteStatus(dir string, s Status) error {
 	}
 	tmp := filepath.Join(dir, StatusFile+".tmp")
 	if err := os.WriteFile(tmp, append(b, '\n'), private.FileMode); err != nil {
+		os.Remove(tmp) // a full disk must not leave a 0-byte status.json.tmp
 		return fmt.Errorf("write status: %w", err)
 	}
 	return os.Rename(tmp, filepath.Join(dir, StatusFile))
