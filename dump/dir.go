@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/sluice-db/sluice/internal/private"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/chunk"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
+	"github.com/sluice-db/sluice/internal/private"
 )
 
 // DirSink writes a dump directory: schema files, one data file per chunk

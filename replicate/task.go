@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/sluice-db/sluice/internal/private"
 	"io"
 	"os"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/sluice-db/sluice/binlog"
 	"github.com/sluice-db/sluice/decode"
 	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/internal/private"
 	"github.com/sluice-db/sluice/relay"
 	"github.com/sluice-db/sluice/schema"
 )
