@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,6 +36,59 @@ const lockPoll = 20 * time.Millisecond
 // tell a live holder (refused at once, with its pid) from one that is dead
 // or exiting (waited for, up to lockWait).
 func lockDir(dir, name string) (func(), error) {
+	key, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	if h := held[key]; h != nil {
+		// This process holds it already: migrate --mode all locks the
+		// task for the copy, and the replication it starts locks again.
+		h.n++
+		return h.release, nil
+	}
+	f, err := lockFile(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	h := &heldLock{f: f, n: 1}
+	h.release = func() {
+		heldMu.Lock()
+		defer heldMu.Unlock()
+		if h.n--; h.n == 0 {
+			delete(held, key)
+			h.f.Close()
+		}
+	}
+	held[key] = h
+	return h.release, nil
+}
+
+// held are the task locks this process holds, by absolute directory.
+var (
+	heldMu sync.Mutex
+	held   = map[string]*heldLock{}
+)
+
+type heldLock struct {
+	f       *os.File
+	n       int
+	release func()
+}
+
+// LockTask takes the task's lock in dir (made if missing) for a command
+// that changes the task's state outside replication: the full copy, dump
+// and load. Two processes never run one task at once; the second is
+// refused with the first one's pid. The returned func releases it.
+func LockTask(dir, name string) (func(), error) {
+	if err := private.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("task %s: %w", name, err)
+	}
+	return lockDir(dir, name)
+}
+
+func lockFile(dir, name string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "task.lock"), os.O_CREATE|os.O_RDWR, private.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("replicate: %w", err)
@@ -66,7 +120,7 @@ func lockDir(dir, name string) (func(), error) {
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return func() { f.Close() }, nil
+	return f, nil
 }
 
 // lockHolder reads the pid the lock's holder wrote; 0 when there is none

@@ -120,3 +120,34 @@ func TestLockWaitBounded(t *testing.T) {
 		t.Fatalf("gave up after %s, before the bound %s", d, lockWait)
 	}
 }
+
+// TestLockReentrantInProcess: migrate --mode all holds the task lock for
+// the copy, and the replication it starts locks again in the same process;
+// the lock is released only by the last holder.
+func TestLockReentrantInProcess(t *testing.T) {
+	dir := t.TempDir()
+	u1, err := LockTask(dir, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u2, err := lockDir(dir, "t")
+	if err != nil {
+		t.Fatalf("second lock in the same process: %v", err)
+	}
+	free := func() bool {
+		f, err := os.OpenFile(filepath.Join(dir, "task.lock"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+	}
+	u2()
+	if free() {
+		t.Fatal("the lock was released while the copy still held it")
+	}
+	u1()
+	if !free() {
+		t.Fatal("the lock is still held after both released it")
+	}
+}

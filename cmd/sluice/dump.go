@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-db/sluice/dump"
+	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
 )
 
@@ -44,6 +45,11 @@ position and GTID set of the snapshot. 'sluice load' reads the directory.`,
 }
 
 func runDump(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, out io.Writer) error {
+	unlock, err := replicate.LockTask(cfg.Dir, cfg.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	sink, err := dump.NewDirSink(dir)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
 	"github.com/sluice-db/sluice/load"
+	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
 )
 
@@ -48,6 +49,11 @@ loading a finished chunk twice.`,
 }
 
 func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, out io.Writer) error {
+	unlock, err := replicate.LockTask(cfg.Dir, cfg.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	m, err := dumpfmt.ReadMetadata(dir)
 	if err != nil {
 		return err

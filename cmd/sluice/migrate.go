@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
 	"github.com/sluice-db/sluice/load"
+	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
 )
 
@@ -174,6 +175,12 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 	if mode == "all" && incrementalRunner == nil {
 		return notInBuild()
 	}
+	// One process per task, from the copy on (replication locks it again).
+	unlock, err := replicate.LockTask(cfg.Dir, cfg.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
 	if err != nil {
 		return err

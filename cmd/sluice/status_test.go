@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,5 +75,44 @@ func TestVersion(t *testing.T) {
 	out, _, err := runCLI(t, "version")
 	if err != nil || !strings.HasPrefix(out, "sluice ") || !strings.Contains(out, "\ncommit ") || !strings.Contains(out, "go1.") {
 		t.Fatalf("sluice version: %v\n%s", err, out)
+	}
+}
+
+// TestCopyTakesTheTaskLock: migrate (any mode), dump and load refuse to run
+// a task another process runs, at once and naming its pid, before they
+// connect anywhere (issue 16: the full copy took no lock, and a second
+// process failed later with a duplicate key that did not mention the first).
+func TestCopyTakesTheTaskLock(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "t.yaml")
+	state := filepath.Join(dir, "state")
+	if err := os.WriteFile(cfg, []byte("name: lk\nsource: {host: 127.0.0.1, port: 1, user: u}\ntarget: {host: 127.0.0.1, port: 1, user: u}\ntables: {include: [\"a.*\"]}\ndir: state\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Another process's lock: a separate open file, flocked, with a live pid.
+	f, err := os.OpenFile(filepath.Join(state, "task.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(strconv.Itoa(os.Getpid()) + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"migrate", "--config", cfg, "--mode", "full"},
+		{"migrate", "--config", cfg, "--mode", "all"},
+		{"dump", "--config", cfg},
+		{"load", "--config", cfg},
+	} {
+		_, _, err := runCLI(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "is locked") || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+			t.Errorf("%v: %v, want the task lock's holder named", args, err)
+		}
 	}
 }
