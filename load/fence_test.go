@@ -1,6 +1,7 @@
 package load_test
 
 import (
+	"database/sql"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -19,10 +20,12 @@ import (
 // dead run's sessions first.
 //
 // The dead run's session is played by a session of the test that holds a
-// load fence slot of the task, as every load session does, with the last
-// chunk's rows and checkpoint row inserted and not yet committed. It
-// commits only once the rerun is seen waiting for its slot; without the
-// fence the rerun never waits there and the test fails.
+// load fence slot of the task, as every load session does, and runs the
+// last chunk's rows, checkpoint row and COMMIT in one round trip that is
+// still running on the server. It commits only once the rerun is seen
+// waiting for its slot; without the fence the rerun never waits there and
+// the test fails. (An idle holder is a live process, refused at once:
+// internal/fence.)
 func TestRerunWaitsForKilledRunsLastChunk(t *testing.T) {
 	const schema = "kf"
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
@@ -42,21 +45,46 @@ func TestRerunWaitsForKilledRunsLastChunk(t *testing.T) {
 	sandboxtest.MustExec(t, dst, fmt.Sprintf("DELETE FROM %s.t WHERE id >= %d", schema, first),
 		fmt.Sprintf("DELETE FROM sluice_meta.load_checkpoint WHERE task = '%s' AND tbl = '%s' AND chunk = %d", schema, tbl, chunk))
 
-	dead, err := dst.Conn(t.Context())
+	// The dead run's last round trip: its rows, its checkpoint row and the
+	// COMMIT in one multi-statement packet, still running on the server
+	// (held at a user lock the test releases), as a killed process's last
+	// chunk can be. Its session then ends, releasing its slot.
+	deadDB, err := sql.Open("mysql", dstInst.DSN("")+"?multiStatements=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deadDB.Close()
+	dead, err := deadDB.Conn(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dead.Close()
-	for _, q := range []string{
-		fmt.Sprintf("SELECT GET_LOCK('%s', 0)", fence.SlotName("load", schema, 3)),
-		"BEGIN",
-		fmt.Sprintf("INSERT INTO %s.t SELECT seq, CONCAT('v', seq) FROM %s.seq_%d_to_1000", schema, schema, first),
-		fmt.Sprintf("INSERT INTO sluice_meta.load_checkpoint (task, tbl, chunk, `rows`, bytes, snapshot) VALUES ('%s', '%s', %d, %d, %d, '%s')", schema, tbl, chunk, rows, bytes, snap),
-	} {
-		if _, err := dead.ExecContext(t.Context(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
+	block, err := dst.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer block.Close()
+	for _, q := range []string{"SELECT GET_LOCK('kf.block', 0)"} {
+		if _, err := block.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
 		}
 	}
+	if _, err := dead.ExecContext(t.Context(), fmt.Sprintf("SELECT GET_LOCK('%s', 0)", fence.SlotName("load", schema, 3))); err != nil {
+		t.Fatal(err)
+	}
+	last := make(chan error, 1)
+	go func() {
+		_, err := dead.ExecContext(t.Context(), strings.Join([]string{"BEGIN",
+			fmt.Sprintf("INSERT INTO %s.t SELECT seq, CONCAT('v', seq) FROM %s.seq_%d_to_1000", schema, schema, first),
+			fmt.Sprintf("INSERT INTO sluice_meta.load_checkpoint (task, tbl, chunk, `rows`, bytes, snapshot) VALUES ('%s', '%s', %d, %d, %d, '%s')", schema, tbl, chunk, rows, bytes, snap),
+			"DO GET_LOCK('kf.block', 600)", "COMMIT", "DO RELEASE_ALL_LOCKS()"}, ";"))
+		last <- err
+	}()
+	waitFor(t, nil, &syncBuffer{}, "the dead run's last round trip to run", func() bool {
+		var n int
+		_ = dst.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%DO GET_LOCK(''kf.block''%' AND ID <> CONNECTION_ID()").Scan(&n)
+		return n > 0
+	})
 
 	out := &syncBuffer{}
 	cmd := exec.Command(sluiceBin, "migrate", "--config", cfg, "--mode", "full")
@@ -71,12 +99,12 @@ func TestRerunWaitsForKilledRunsLastChunk(t *testing.T) {
 		_ = dst.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT GET_LOCK(%' AND STATE LIKE '%lock%'").Scan(&n)
 		return n > 0
 	})
-	// The dead client's COMMIT lands, then the server ends its session
-	// (which releases the slot; Close would only return it to the pool).
-	for _, q := range []string{"COMMIT", "SELECT RELEASE_ALL_LOCKS()"} {
-		if _, err := dead.ExecContext(t.Context(), q); err != nil {
-			t.Fatal(err)
-		}
+	// The dead client's COMMIT lands, and its slot is released.
+	if _, err := block.ExecContext(t.Context(), "DO RELEASE_LOCK('kf.block')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-last; err != nil {
+		t.Fatalf("the dead run's last round trip: %v", err)
 	}
 	if err := <-exited; err != nil {
 		t.Fatalf("rerun after the earlier run's last chunk committed: %v\n%s", err, out.String())

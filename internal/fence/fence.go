@@ -138,6 +138,17 @@ func Wait(ctx context.Context, plain *sql.DB, kind, task string, wait time.Durat
 	if err := conn.QueryRowContext(ctx, b.String()).Scan(&got); err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
+	var held []string
+	for i := 0; i < len(got); i++ {
+		if got[i] != '1' {
+			held = append(held, SlotName(kind, task, i))
+		}
+	}
+	if len(held) > 0 {
+		if err := liveHolder(ctx, conn, held, what); err != nil {
+			return err
+		}
+	}
 	deadline := time.Now().Add(wait)
 	busy := false
 	for i := 0; i < len(got) && !busy; i++ {
@@ -155,6 +166,62 @@ func Wait(ctx context.Context, plain *sql.DB, kind, task string, wait time.Durat
 		return &sluice.Error{Op: what,
 			Err:  fmt.Errorf("a target session of an earlier run of this task is still busy after %s", wait),
 			Hint: "another sluice process may run this task against the same target; stop it, or check SHOW PROCESSLIST on the target"}
+	}
+	return nil
+}
+
+// idleGrace is how long a slot's holder may sit idle before it counts as a
+// live process: a killed process's idle sessions end as soon as the server
+// reads the closed socket, so only a live one stays idle.
+var idleGrace = 2 * time.Second
+
+// liveHolder refuses at once when a session holding one of the slots is
+// idle (Sleep) for idleGrace: a live sluice process runs the same task
+// against this target (say, from another directory), and waiting would
+// only hang. Holders that run statements are a killed process's last work,
+// which the caller waits for.
+func liveHolder(ctx context.Context, conn *sql.Conn, names []string, what string) error {
+	idle := map[int64]time.Time{} // session -> idle since
+	for start := time.Now(); time.Since(start) <= idleGrace+time.Second; {
+		seen := map[int64]bool{}
+		for _, name := range names {
+			var id sql.NullInt64
+			if err := conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&id); err != nil {
+				return fmt.Errorf("fence: %w", err)
+			}
+			if !id.Valid || seen[id.Int64] {
+				continue
+			}
+			seen[id.Int64] = true
+			var command, host string
+			err := conn.QueryRowContext(ctx, "SELECT COMMAND, HOST FROM information_schema.PROCESSLIST WHERE ID = ?", id.Int64).Scan(&command, &host)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("fence: %w", err)
+			}
+			if command != "Sleep" {
+				delete(idle, id.Int64)
+				continue
+			}
+			if _, ok := idle[id.Int64]; !ok {
+				idle[id.Int64] = time.Now()
+			} else if time.Since(idle[id.Int64]) >= idleGrace {
+				return &sluice.Error{Op: what,
+					Err: fmt.Errorf("%w: another sluice process runs this task against this target: its session %d from %s holds the task's lock %s and is idle", sluice.ErrConfig, id.Int64, host, name),
+					Hint: "stop the other process (tasks share their checkpoints on a target by name: give this one another name if it is another task); " +
+						"if that process is gone with its host, end its session with KILL " + fmt.Sprint(id.Int64) + " on the target"}
+			}
+		}
+		if len(seen) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	return nil
 }
