@@ -250,10 +250,14 @@ func (e *Error) Error() string {
 		b.WriteString(e.Op)
 		b.WriteString(": ")
 	}
+	inner := ""
 	if e.Err != nil {
-		b.WriteString(e.Err.Error())
+		inner = e.Err.Error()
+		b.WriteString(inner)
 	}
-	if e.Hint != "" {
+	// One fix per line: a cause that names its own fix is the more precise
+	// one (an outer hint is often generic), so the outer is left out.
+	if e.Hint != "" && !strings.Contains(inner, "(fix: ") {
 		b.WriteString(" (fix: ")
 		b.WriteString(e.Hint)
 		b.WriteString(")")

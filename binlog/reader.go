@@ -304,10 +304,10 @@ func classify(err error, cfg Config, pos sluice.Position) error {
 		case 1236:
 			msg := strings.ToLower(me.Message)
 			if strings.Contains(msg, "purged") || strings.Contains(msg, "could not find") || strings.Contains(msg, "not find") {
-				return &sluice.Error{Op: op, Err: fmt.Errorf("%w: at %s: %s", sluice.ErrBinlogPurged, pos, me.Message),
+				return &sluice.Error{Op: op, Err: fmt.Errorf("%w: at %s: %s", sluice.ErrBinlogPurged, describePos(pos), me.Message),
 					Hint: "the source no longer has the binlog sluice needs; run the full migration again with --mode all, and keep binlogs longer on the source (expire_logs_days / binlog_expire_logs_seconds)"}
 			}
-			return &sluice.Error{Op: op, Err: fmt.Errorf("source refused to send the binlog at %s: %s", pos, me.Message),
+			return &sluice.Error{Op: op, Err: fmt.Errorf("source refused to send the binlog at %s: %s", describePos(pos), me.Message),
 				Hint: "check the start position in the task file against SHOW BINARY LOGS on the source"}
 		case 1045, 1044, 1698:
 			return &sluice.Error{Op: "connect to source " + cfg.Source.Addr(), Err: fmt.Errorf("%w for user %q: %s", sluice.ErrAccessDenied, cfg.Source.User, me.Message),
@@ -336,3 +336,15 @@ func (r *Reader) notify(format string, args ...any) {
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// describePos names a start position for a message: a GTID start has no
+// file yet ("binlog purged: at :0" said nothing).
+func describePos(p sluice.Position) string {
+	switch {
+	case p.File != "":
+		return p.String()
+	case p.GTIDSet != "":
+		return "GTID position " + p.GTIDSet
+	}
+	return "the task's start position"
+}
