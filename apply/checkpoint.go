@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/sqlgen"
 )
 
@@ -52,6 +53,10 @@ func (a *Applier) ensureMeta(ctx context.Context) error {
 	}
 	for _, q := range a.metaDDL() {
 		if _, err := a.db.ExecContext(ctx, q); err != nil {
+			if dbconn.ReadOnly(err) {
+				return &sluice.Error{Op: "create checkpoint tables in " + a.cfg.MetaSchema + " on the target", Err: fmt.Errorf("%w: the target is read-only (read_only=ON): %v", sluice.ErrConfig, err),
+					Hint: "point target: at a writable server (the primary), or run SET GLOBAL read_only=OFF there if it is meant to take writes"}
+			}
 			return fmt.Errorf("create checkpoint tables in %s: %w", a.cfg.MetaSchema, err)
 		}
 	}

@@ -115,6 +115,11 @@ func Classify(err error, role string, ep sluice.Endpoint) error {
 				Hint: "check tables.include and tables.exclude in the task file against the " + role}
 		case 1021:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrDiskFull, me.Message), Hint: "free disk space on the " + role + " server"}
+		case 1290, 1836:
+			if ReadOnly(err) {
+				return &sluice.Error{Op: "write to " + op, Err: fmt.Errorf("%w: the server is read-only (read_only=ON): %s", sluice.ErrConfig, me.Message),
+					Hint: "point " + role + ": at a writable server (the primary), or run SET GLOBAL read_only=OFF there if it is meant to take writes"}
+			}
 		}
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -158,4 +163,14 @@ func IsRetryable(err error) bool {
 		return false
 	}
 	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || isUnreachable(err)
+}
+
+// ReadOnly reports a write refused because the server is read-only
+// (read_only or super_read_only: errors 1290 and 1836).
+func ReadOnly(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	return me.Number == 1836 || me.Number == 1290 && strings.Contains(strings.ToLower(me.Message), "read-only")
 }

@@ -66,3 +66,31 @@ func TestDatabaseAccessDeniedIsAPrivilegeError(t *testing.T) {
 		t.Fatalf("want a privilege error, got %v", err)
 	}
 }
+
+// TestReadOnlyTarget: a write refused by a read-only server (read_only=ON,
+// a user without READ_ONLY ADMIN) is one line naming it and the fix, not a
+// raw "Error 1290" (issue 16).
+func TestReadOnlyTarget(t *testing.T) {
+	inst := sandboxtest.Start(t, "ro")
+	root := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, root,
+		"CREATE USER 'w'@'127.0.0.1' IDENTIFIED BY 'pw'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX ON *.* TO 'w'@'127.0.0.1'",
+		"SET GLOBAL read_only = ON")
+	defer root.Exec("SET GLOBAL read_only = OFF") //nolint:errcheck // the sandbox goes anyway
+	ep := sluice.Endpoint{Host: "127.0.0.1", Port: inst.Port, User: "w", Password: "pw"}
+	db, err := dbconn.Open(context.Background(), "target", ep, dbconn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = db.Exec("CREATE DATABASE sluice_meta")
+	if !dbconn.ReadOnly(err) {
+		t.Fatalf("CREATE DATABASE on a read-only server: %v", err)
+	}
+	err = dbconn.Classify(err, "target", ep)
+	var se *sluice.Error
+	if !errors.As(err, &se) || !errors.Is(err, sluice.ErrConfig) || !strings.Contains(err.Error(), "read-only") || !strings.Contains(se.Hint, "read_only=OFF") || strings.Contains(err.Error(), "pw") {
+		t.Fatalf("classified: %v", err)
+	}
+}
