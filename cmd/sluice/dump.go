@@ -60,7 +60,7 @@ func runDump(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	defer d.Close()
-	if err := checkPatterns(cfg, d.Tables()); err != nil {
+	if err := checkSelected(ctx, cfg, d.Tables(), false, out); err != nil {
 		return err
 	}
 	if err := sink.WriteSchemas(d.Tables()); err != nil {

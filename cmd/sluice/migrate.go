@@ -277,7 +277,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	}
 	defer d.Close()
 	if !restricted {
-		if err := checkPatterns(cfg, d.Tables()); err != nil {
+		if err := checkSelected(ctx, cfg, d.Tables(), replicating, out); err != nil {
 			return nil, err
 		}
 	}
@@ -376,6 +376,20 @@ func (s streamSink) OpenChunk(ctx context.Context, t *sluice.Table, r chunk.Rang
 // checkPatterns makes every include pattern match at least one table, so a
 // misspelt table name is an error instead of a silent no-op.
 func checkPatterns(cfg *task.Config, tables []*dump.TablePlan) error {
+	if p := unmatched(cfg, tables); len(p) > 0 {
+		return noMatch(cfg, p[0])
+	}
+	return nil
+}
+
+func noMatch(cfg *task.Config, p string) error {
+	return &sluice.Error{Op: "select tables", Err: fmt.Errorf("%w: no table on the source %s matches %q", sluice.ErrUnknownTable, cfg.Source.Addr(), p),
+		Hint: "fix tables.include in the task file (patterns are schema.table globs) or create the table"}
+}
+
+// unmatched lists the include patterns that match none of tables.
+func unmatched(cfg *task.Config, tables []*dump.TablePlan) []string {
+	var out []string
 	for _, p := range cfg.Tables.Include {
 		s, t, ok := strings.Cut(p, ".")
 		if !ok {
@@ -391,11 +405,77 @@ func checkPatterns(cfg *task.Config, tables []*dump.TablePlan) error {
 			}
 		}
 		if !found {
-			return &sluice.Error{Op: "select tables", Err: fmt.Errorf("%w: no table on the source %s matches %q", sluice.ErrUnknownTable, cfg.Source.Addr(), p),
-				Hint: "fix tables.include in the task file (patterns are schema.table globs) or create the table"}
+			out = append(out, p)
 		}
 	}
+	return out
+}
+
+// checkSelected is checkPatterns against the source: a pattern that
+// matches no table because the source user may not read it is a privilege
+// error (the server hides tables a user cannot read, so it looked like "no
+// table matches"). Otherwise, a task that replicates takes the pattern with
+// a warning: its tables are created later, and replicated from their
+// CREATE in the stream. A copy alone refuses it.
+func checkSelected(ctx context.Context, cfg *task.Config, tables []*dump.TablePlan, replicating bool, out io.Writer) error {
+	miss := unmatched(cfg, tables)
+	if len(miss) == 0 {
+		return nil
+	}
+	db, err := dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, p := range miss {
+		schema, _, _ := strings.Cut(p, ".")
+		can, err := maySelect(ctx, db, schema)
+		if err != nil {
+			return dbconn.Classify(err, "source", cfg.Source)
+		}
+		if !can {
+			return &sluice.Error{Op: "select tables", Err: fmt.Errorf("%w: source user %q has no SELECT privilege on %q, so no table matches tables.include pattern %q", sluice.ErrPrivilege, cfg.Source.User, schema, p),
+				Hint: fmt.Sprintf("GRANT SELECT ON `%s`.* TO the source user (for a pattern, on each schema it names), or fix tables.include", strings.ReplaceAll(schema, "`", ""))}
+		}
+		if !replicating {
+			return noMatch(cfg, p)
+		}
+		logf(out, "migrate %s: warning: tables.include pattern %q matches no table on the source yet; tables created later are replicated from their CREATE TABLE\n", cfg.Name, p)
+	}
 	return nil
+}
+
+// maySelect reports whether the current user holds SELECT globally, on a
+// schema that schema (a glob) matches, or on a table in one.
+func maySelect(ctx context.Context, db *sql.DB, schema string) (bool, error) {
+	var global int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'SELECT'").Scan(&global); err != nil {
+		return false, err
+	}
+	if global > 0 {
+		return true, nil
+	}
+	rows, err := db.QueryContext(ctx, "SELECT TABLE_SCHEMA FROM information_schema.SCHEMA_PRIVILEGES WHERE PRIVILEGE_TYPE = 'SELECT' "+
+		"UNION SELECT TABLE_SCHEMA FROM information_schema.TABLE_PRIVILEGES WHERE PRIVILEGE_TYPE = 'SELECT'")
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return false, err
+		}
+		// A grant's schema may itself be a LIKE pattern (app\_%).
+		g := strings.NewReplacer(`\_`, "_", `\%`, "%", "%", "*", "_", "?").Replace(s)
+		if m, _ := path.Match(strings.ToLower(schema), strings.ToLower(g)); m {
+			return true, nil
+		}
+		if m, _ := path.Match(strings.ToLower(g), strings.ToLower(schema)); m {
+			return true, nil
+		}
+	}
+	return false, rows.Err()
 }
 
 // summary is the final table, in the style of the DM benchmark report.
