@@ -9,6 +9,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -76,11 +77,61 @@ func Open(ctx context.Context, role string, ep sluice.Endpoint, o Options) (*sql
 	db.SetConnMaxIdleTime(10 * time.Minute)
 	pctx, cancel := context.WithTimeout(ctx, o.timeout()+5*time.Second)
 	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
+	pinged := make(chan error, 1)
+	go func() { pinged <- db.PingContext(pctx) }()
+	select {
+	case err = <-pinged:
+	case <-time.After(probeAfter):
+		// No answer yet: a server that is not MySQL (HTTP, say) waits for
+		// the client to speak first, and the driver would wait out the
+		// whole timeout, then say "invalid connection".
+		if perr := probe(ep, role, time.Second); perr != nil {
+			cancel()
+			<-pinged
+			db.Close()
+			return nil, perr
+		}
+		err = <-pinged
+	}
+	if err != nil {
 		db.Close()
+		if perr := probe(ep, role, 2*time.Second); perr != nil {
+			return nil, perr
+		}
 		return nil, Classify(err, role, ep)
 	}
 	return db, nil
+}
+
+// probeAfter is how long Open waits for the server's greeting before it
+// checks, on a connection of its own, that the server speaks MySQL.
+var probeAfter = 2 * time.Second
+
+// probe returns an error when ep accepts TCP connections but does not greet
+// as a MySQL server does (a protocol 10 handshake, or an error packet):
+// another service on that port. It returns nil when the server is MySQL or
+// cannot be reached at all (Classify says so then). It runs only when a
+// connection failed or is slow: a connection that never completes its
+// handshake counts against the server's max_connect_errors.
+func probe(ep sluice.Endpoint, role string, wait time.Duration) error {
+	c, err := net.DialTimeout("tcp", ep.Addr(), wait)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	b := make([]byte, 64)
+	n, _ := io.ReadAtLeast(c, b, 5)
+	b = b[:n]
+	if n >= 5 && (b[4] == 10 || b[4] == 0xff) {
+		return nil
+	}
+	what := "it sent nothing in " + wait.String()
+	if n > 0 {
+		what = fmt.Sprintf("it sent %q", strings.TrimSpace(strings.ToValidUTF8(string(b), "?")))
+	}
+	return &sluice.Error{Op: "connect to " + role + " " + ep.Addr(), Err: fmt.Errorf("%w: the server there is not MySQL or MariaDB (%s)", sluice.ErrConfig, what),
+		Hint: "check " + role + ".host and " + role + ".port in the task file: they name another service"}
 }
 
 func (o Options) timeout() time.Duration {

@@ -3,6 +3,8 @@ package dbconn_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strings"
 	"testing"
 
@@ -92,5 +94,38 @@ func TestReadOnlyTarget(t *testing.T) {
 	var se *sluice.Error
 	if !errors.As(err, &se) || !errors.Is(err, sluice.ErrConfig) || !strings.Contains(err.Error(), "read-only") || !strings.Contains(se.Hint, "read_only=OFF") || strings.Contains(err.Error(), "pw") {
 		t.Fatalf("classified: %v", err)
+	}
+}
+
+// TestNotMySQL: a port where another service listens (one that waits for
+// the client, as HTTP does, or one that greets in its own protocol, as SSH
+// does) is named as not MySQL within seconds, not "invalid connection"
+// after the whole timeout (issue 16). No MySQL server is involved: the
+// services are played by listeners of the test.
+func TestNotMySQL(t *testing.T) {
+	for name, greet := range map[string]string{"silent (HTTP)": "", "SSH": "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n"} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				if greet != "" {
+					c.Write([]byte(greet)) //nolint:errcheck // the client decides
+				}
+				go func() { io.Copy(io.Discard, c); c.Close() }() //nolint:errcheck // until the client hangs up
+			}
+		}()
+		ep := sluice.Endpoint{Host: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port, User: "u", Password: "secret-pw"}
+		_, err = dbconn.Open(context.Background(), "source", ep, dbconn.Options{})
+		l.Close()
+		var se *sluice.Error
+		if !errors.As(err, &se) || !errors.Is(err, sluice.ErrConfig) || !strings.Contains(err.Error(), "not MySQL or MariaDB") || strings.Contains(err.Error(), "secret-pw") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
