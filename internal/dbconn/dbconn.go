@@ -63,7 +63,7 @@ func Config(ep sluice.Endpoint, o Options) *mysql.Config {
 func Open(ctx context.Context, role string, ep sluice.Endpoint, o Options) (*sql.DB, error) {
 	conn, err := mysql.NewConnector(Config(ep, o))
 	if err != nil {
-		return nil, &sluice.Error{Op: "configure " + role + " " + ep.Addr(), Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "check " + role + ".host, port and user in the task file"}
+		return nil, &sluice.Error{Op: "configure " + role + " " + ep.Addr(), Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "check " + fields(role, "host", "port", "user")}
 	}
 	var c driver.Connector = conn
 	if o.Wrap != nil {
@@ -131,7 +131,7 @@ func probe(ep sluice.Endpoint, role string, wait time.Duration) error {
 		what = fmt.Sprintf("it sent %q", strings.TrimSpace(strings.ToValidUTF8(string(b), "?")))
 	}
 	return &sluice.Error{Op: "connect to " + role + " " + ep.Addr(), Err: fmt.Errorf("%w: the server there is not MySQL or MariaDB (%s)", sluice.ErrConfig, what),
-		Hint: "check " + role + ".host and " + role + ".port in the task file: they name another service"}
+		Hint: "check " + fields(role, "host", "port") + ": they name another service"}
 }
 
 func (o Options) timeout() time.Duration {
@@ -157,26 +157,26 @@ func Classify(err error, role string, ep sluice.Endpoint) error {
 		switch me.Number {
 		case 1045, 1698:
 			return &sluice.Error{Op: "connect to " + op, Err: fmt.Errorf("%w for user %q: %s", sluice.ErrAccessDenied, ep.User, me.Message),
-				Hint: "check " + role + ".user and " + role + ".password in the task file"}
+				Hint: "check " + fields(role, "user", "password")}
 		case 1044, 1142, 1143, 1227, 1370, 1419:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrPrivilege, me.Message),
 				Hint: "grant the missing privilege to " + ep.User + " on " + role + " (see README: privileges)"}
 		case 1146, 1049:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrUnknownTable, me.Message),
-				Hint: "check tables.include and tables.exclude in the task file against the " + role}
+				Hint: tablesHint(role)}
 		case 1021:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrDiskFull, me.Message), Hint: "free disk space on the " + role + " server"}
 		case 1290, 1836:
 			if ReadOnly(err) {
 				return &sluice.Error{Op: "write to " + op, Err: fmt.Errorf("%w: the server is read-only (read_only=ON): %s", sluice.ErrConfig, me.Message),
-					Hint: "point " + role + ": at a writable server (the primary), or run SET GLOBAL read_only=OFF there if it is meant to take writes"}
+					Hint: "point " + fields(role, "host", "port") + " at a writable server (the primary), or run SET GLOBAL read_only=OFF there if it is meant to take writes"}
 			}
 		}
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if isUnreachable(err) {
 		return &sluice.Error{Op: "connect to " + op, Err: fmt.Errorf("%w: %v", sluice.ErrUnreachable, oneLine(err)),
-			Hint: "check that the server is running and " + role + ".host/" + role + ".port are right"}
+			Hint: "check that the server is running and " + fields(role, "host", "port") + " name it"}
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
@@ -224,4 +224,29 @@ func ReadOnly(err error) bool {
 		return false
 	}
 	return me.Number == 1836 || me.Number == 1290 && strings.Contains(strings.ToLower(me.Message), "read-only")
+}
+
+// fields names where the user sets the given settings of role: keys of the
+// task file for "source" and "target"; the --store URL of sluice dtx serve
+// for the dtx store, which has no task file.
+func fields(role string, keys ...string) string {
+	switch role {
+	case "source", "target":
+		var b strings.Builder
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(map[bool]string{true: " and ", false: ", "}[i == len(keys)-1])
+			}
+			b.WriteString(role + "." + k)
+		}
+		return b.String() + " in the task file"
+	}
+	return "the " + strings.Join(keys, ", ") + " in the " + role + "'s address (sluice dtx serve --store mysql://USER:PASSWORD@HOST:PORT/DB)"
+}
+
+func tablesHint(role string) string {
+	if role == "source" || role == "target" {
+		return "check tables.include and tables.exclude in the task file against the " + role
+	}
+	return "check the database in the " + role + "'s address (sluice dtx serve --store mysql://USER:PASSWORD@HOST:PORT/DB)"
 }

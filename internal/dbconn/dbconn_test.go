@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
@@ -127,5 +129,22 @@ func TestNotMySQL(t *testing.T) {
 		if !errors.As(err, &se) || !errors.Is(err, sluice.ErrConfig) || !strings.Contains(err.Error(), "not MySQL or MariaDB") || strings.Contains(err.Error(), "secret-pw") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestStoreHintsNameTheStoreURL: the dtx store has no task file; its
+// errors' fixes name the --store address (issue 16).
+func TestStoreHintsNameTheStoreURL(t *testing.T) {
+	ep := sluice.Endpoint{Host: "127.0.0.1", Port: 3306, User: "dtx"}
+	for _, code := range []uint16{1045, 1049} {
+		err := dbconn.Classify(&mysql.MySQLError{Number: code, Message: "x"}, "dtx store", ep)
+		var se *sluice.Error
+		if !errors.As(err, &se) || strings.Contains(se.Hint, "task file") || !strings.Contains(se.Hint, "--store") {
+			t.Errorf("error %d: %v", code, err)
+		}
+	}
+	err := dbconn.Classify(&mysql.MySQLError{Number: 1045, Message: "x"}, "target", ep)
+	if !strings.Contains(err.Error(), "target.user and target.password in the task file") {
+		t.Errorf("target: %v", err)
 	}
 }
