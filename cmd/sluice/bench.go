@@ -36,7 +36,10 @@ func init() {
 
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "bench",
+		Use: "bench",
+		Example: `  sluice bench oltp run --port 3307 --tables 4 --table-size 100000 --threads 16 --time 60 --json out.json
+  sluice bench compare before.json after.json --out charts/
+  make bench-replication   # the seeds' tables, side by side with the peer`,
 		Short: "Benchmarks: sysbench-compatible OLTP, comparisons with charts, and the peers' benchmarks",
 		Long: `Benchmarks that measure a MySQL-compatible server or a sluice pipeline and
 write results as JSON (bench/report's schema) and Markdown. 'sluice bench
@@ -159,7 +162,9 @@ Workloads: ` + strings.Join(oltp.Names(), ", "),
 	o.add(cmd.PersistentFlags())
 
 	prepare := &cobra.Command{
-		Use:   "prepare",
+		Use: "prepare",
+		Example: `  sluice bench oltp prepare --port 3307 --tables 4 --table-size 100000
+  sluice bench oltp prepare --dsn 'bench:${PW}@tcp(db1:3306)/sbtest' --tables 16`,
 		Short: "Create the database (if missing) and tables sbtest1..N filled as sysbench does",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -179,9 +184,10 @@ Workloads: ` + strings.Join(oltp.Names(), ", "),
 		},
 	}
 	cleanup := &cobra.Command{
-		Use:   "cleanup",
-		Short: "Drop tables sbtest1..N",
-		Args:  cobra.NoArgs,
+		Use:     "cleanup",
+		Example: `  sluice bench oltp cleanup --port 3307 --tables 4`,
+		Short:   "Drop tables sbtest1..N",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := o.resolve(); err != nil {
 				return err
@@ -202,7 +208,9 @@ Workloads: ` + strings.Join(oltp.Names(), ", "),
 		clientIO       string
 	)
 	run := &cobra.Command{
-		Use:   "run",
+		Use: "run",
+		Example: `  sluice bench oltp run --port 3307 --tables 4 --table-size 100000 --threads 16 --time 60
+  sluice bench oltp run --port 3307 --point-selects 0 --json write_only.json --label write_only`,
 		Short: "Run workloads at each thread count; print progress, a summary table, and write JSON",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -436,9 +444,10 @@ func parseMetrics(s string) ([]report.Metric, error) {
 
 func newBenchReportCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "report RESULTS.json",
-		Short: "Print one results file as Markdown",
-		Args:  cobra.ExactArgs(1),
+		Use:     "report RESULTS.json",
+		Example: `  sluice bench report results.json`,
+		Short:   "Print one results file as Markdown",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			r, err := loadRun(args[0])
 			if err != nil {

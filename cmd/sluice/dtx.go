@@ -33,7 +33,9 @@ const defaultDtxListen = "127.0.0.1:36789"
 
 func newDtxCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "dtx",
+		Use: "dtx",
+		Example: `  sluice dtx serve --listen 127.0.0.1:36789
+  sluice dtx query 3f1c...-gid --server http://127.0.0.1:36789`,
 		Short: "Distributed transactions: a dtm-compatible saga / TCC / 2-phase message coordinator",
 	}
 	cmd.AddCommand(newDtxServeCmd(), newDtxQueryCmd())
@@ -46,7 +48,11 @@ func newDtxServeCmd() *cobra.Command {
 	var pprof bool
 	lean := true
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use: "serve",
+		Example: `  sluice dtx serve                                   # in-memory store on 127.0.0.1:36789
+  sluice dtx serve --store bolt:///var/lib/sluice/dtx.db
+  sluice dtx serve --store 'mysql://dtx:${DTX_PW}@db1:3306/sluice_dtx' --instance node1   # password from $DTX_PW
+  sluice dtx serve --store 'mysql://dtx@db1:3306/sluice_dtx?password-file=/etc/sluice/dtx.pw'`,
 		Short: "Serve dtm's HTTP protocol under /api/dtmsvr/",
 		Long: `serve runs the coordinator. Programs written against dtm's client point at
 http://LISTEN/api/dtmsvr and run unchanged. --store is bolt:///path/file.db
@@ -98,9 +104,22 @@ func sluiceHomeFile(name string) string {
 
 // openDtxStore opens the store a --store URL names.
 func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok {
+		// The URL is not printed: it may hold a password.
+		return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "not a URL (no scheme://)")
+	}
+	if scheme == "mysql" {
+		cfg, err := mysqlstore.ParseURL(raw)
+		if err != nil {
+			return nil, "", err
+		}
+		s, err := mysqlstore.Open(ctx, cfg)
+		return s, "mysql", err
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "%v", err)
+		return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "bad URL")
 	}
 	switch u.Scheme {
 	case "bolt":
@@ -113,13 +132,6 @@ func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
 		}
 		s, err := boltstore.Open(p)
 		return s, "bolt", err
-	case "mysql":
-		cfg, err := mysqlstore.ParseURL(raw)
-		if err != nil {
-			return nil, "", err
-		}
-		s, err := mysqlstore.Open(ctx, cfg)
-		return s, "mysql", err
 	}
 	return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "unknown store scheme %q", u.Scheme)
 }
@@ -211,7 +223,9 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 func newDtxQueryCmd() *cobra.Command {
 	var server, store string
 	cmd := &cobra.Command{
-		Use:   "query GID",
+		Use: "query GID",
+		Example: `  sluice dtx query 3f1c0d2e-gid
+  sluice dtx query 3f1c0d2e-gid --server http://10.0.0.5:36789`,
 		Short: "Show a global transaction and its branches",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluice-db/sluice/dtx"
 	"github.com/sluice-db/sluice/dtx/boltstore"
 	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/dtx/mysqlstore"
 )
 
 func TestDtxQuery(t *testing.T) {
@@ -69,6 +71,38 @@ func TestOpenDtxStoreRejectsBadURLs(t *testing.T) {
 			t.Errorf("%s: no error", u)
 		} else if !errors.Is(err, sluice.ErrConfig) {
 			t.Errorf("%s: %v, want a config error", u, err)
+		}
+	}
+}
+
+// TestDtxStorePasswordNotInArgs: the mysql store's password can come from
+// ${VAR} or ?password-file=PATH instead of the URL (where ps shows it), an
+// unset variable is an error naming it, and no error prints a password
+// (issue 16). Connections fail here (no server on port 1): only the
+// parsing is tested.
+func TestDtxStorePasswordNotInArgs(t *testing.T) {
+	t.Setenv("SLUICE_TEST_DTX_PW", "env-secret")
+	cfg, err := mysqlstore.ParseURL("mysql://dtx:${SLUICE_TEST_DTX_PW}@127.0.0.1:3306/sluice_dtx")
+	if err != nil || cfg.Endpoint.Password != "env-secret" || cfg.Endpoint.User != "dtx" {
+		t.Fatalf("from ${VAR}: %+v %v", cfg.Endpoint, err)
+	}
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("file-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = mysqlstore.ParseURL("mysql://dtx@127.0.0.1:3306/sluice_dtx?password-file=" + pw)
+	if err != nil || cfg.Endpoint.Password != "file-secret" {
+		t.Fatalf("from a file: %+v %v", cfg.Endpoint, err)
+	}
+	if _, err := mysqlstore.ParseURL("mysql://dtx:${SLUICE_TEST_SURELY_UNSET}@127.0.0.1:3306/d"); err == nil || !strings.Contains(err.Error(), "SLUICE_TEST_SURELY_UNSET") {
+		t.Fatalf("unset variable: %v", err)
+	}
+	for _, u := range []string{"mysql://dtx:pl%ain-secret@127.0.0.1:bad/d", "mysql://dtx:plain-secret@127.0.0.1:3306/bad.name", "mysql//dtx:plain-secret@h/d", "mysql://dtx:plain-secret@[::1/d"} {
+		if s, _, err := openDtxStore(context.Background(), u); err == nil {
+			s.Close()
+			t.Errorf("%s: no error", u)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("the error prints the password: %v", err)
 		}
 	}
 }

@@ -19,7 +19,9 @@ func newDumpCmd() *cobra.Command {
 	f := fullFlags{targetBinlog: true}
 	var dir string
 	cmd := &cobra.Command{
-		Use:   "dump --config task.yaml [--dir DIR]",
+		Use: "dump --config task.yaml [--dir DIR]",
+		Example: `  sluice dump --config task.yaml
+  sluice dump --config task.yaml --dir /backup/app --threads 8 --rows-per-chunk 100000`,
 		Short: "Write a consistent snapshot of the source's tables to a directory",
 		Long: `dump reads a consistent snapshot of the selected tables on 'threads'
 connections (FLUSH TABLES WITH READ LOCK is held only while the snapshot

@@ -22,7 +22,9 @@ func newLoadCmd() *cobra.Command {
 	f := fullFlags{targetBinlog: true}
 	var dir string
 	cmd := &cobra.Command{
-		Use:   "load --config task.yaml [--dir DIR]",
+		Use: "load --config task.yaml [--dir DIR]",
+		Example: `  sluice load --config task.yaml
+  sluice load --config task.yaml --dir /backup/app --pool-size 16`,
 		Short: "Load a directory written by 'sluice dump' into the target",
 		Long: `load creates the schemas and tables on the target (or checks that existing
 ones match), then loads every chunk file on 'pool-size' connections with

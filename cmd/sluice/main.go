@@ -26,7 +26,10 @@ func register(f func() *cobra.Command) { commands = append(commands, f) }
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "sluice",
+		Use: "sluice",
+		Example: `  sluice sandbox up --name src --port 3307 && sluice sandbox up --name dst --port 3308
+  sluice migrate --config task.yaml --mode all
+  sluice status --config task.yaml`,
 		Short: "Move MySQL/MariaDB data and keep it consistent",
 		Long: `sluice moves MySQL-family data and keeps it consistent across databases:
 full migration (dump, load, verify), incremental replication, a binlog

@@ -114,7 +114,10 @@ func newMigrateCmd() *cobra.Command {
 	f := fullFlags{targetBinlog: true}
 	var mode string
 	cmd := &cobra.Command{
-		Use:   "migrate --config task.yaml --mode full",
+		Use: "migrate --config task.yaml --mode full",
+		Example: `  sluice migrate --config task.yaml --mode full          # copy, then sluice verify
+  sluice migrate --config task.yaml --mode all           # copy, then replicate from the snapshot
+  sluice migrate --config task.yaml --mode incremental   # replicate from incremental.gtid-set`,
 		Short: "Copy the source's tables to the target: a consistent snapshot streamed straight into a pooled load",
 		Long: `migrate --mode full reads a consistent snapshot of the selected tables on
 'threads' source connections, chunk by chunk (primary-key ranges of about

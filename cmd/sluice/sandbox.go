@@ -15,7 +15,10 @@ func init() { register(newSandboxCmd) }
 func newSandboxCmd() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
-		Use:   "sandbox",
+		Use: "sandbox",
+		Example: `  sluice sandbox up --name src --port 3307
+  sluice sandbox list
+  sluice sandbox down --name src --purge`,
 		Short: "Start and stop local MariaDB instances for demos, tests and benchmarks",
 		Long: `Local MariaDB instances from the installed mariadbd, each in DIR/NAME, on
 127.0.0.1 only, ready for replication (ROW binlog, full images and metadata,
@@ -26,7 +29,9 @@ GTID strict mode, distinct server_id). root has an empty password on
 
 	up := sandbox.DefaultConfig()
 	upCmd := &cobra.Command{
-		Use:   "up",
+		Use: "up",
+		Example: `  sluice sandbox up --name src --port 3307
+  sluice sandbox up --name dst --port 3308 --server-id 2 --buffer-pool 1G`,
 		Short: "Create (first time) and start an instance; prints its DSN when it accepts connections",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -52,7 +57,9 @@ GTID strict mode, distinct server_id). root has an empty password on
 	var purge bool
 	var timeout time.Duration
 	downCmd := &cobra.Command{
-		Use:   "down",
+		Use: "down",
+		Example: `  sluice sandbox down --name src
+  sluice sandbox down --name src --purge   # also remove its data`,
 		Short: "Stop an instance by its own pid; --purge also removes its directory",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -65,7 +72,9 @@ GTID strict mode, distinct server_id). root has an empty password on
 
 	var statusName string
 	statusCmd := &cobra.Command{
-		Use:   "status",
+		Use: "status",
+		Example: `  sluice sandbox status
+  sluice sandbox status --name src`,
 		Short: "Show whether instances are running (all, or --name)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -87,7 +96,9 @@ GTID strict mode, distinct server_id). root has an empty password on
 	statusCmd.Flags().StringVar(&statusName, "name", "", "only this instance")
 
 	listCmd := &cobra.Command{
-		Use:   "list",
+		Use: "list",
+		Example: `  sluice sandbox list
+  sluice sandbox list --dir /tmp/sandboxes`,
 		Short: "List the instances under the state directory",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

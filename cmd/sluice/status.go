@@ -22,7 +22,10 @@ func newStatusCmd() *cobra.Command {
 	var config string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "status --config task.yaml",
+		Use: "status --config task.yaml",
+		Example: `  sluice status --config task.yaml
+  sluice status --config task.yaml --json | jq .lag_seconds
+  sluice status --config task.yaml >/dev/null || alert "replication is down"   # exit 3: failed or stopped`,
 		Short: "Show a replication task's stage, positions, lag and rates",
 		Long: `status reads the snapshot a running replication task refreshes every second
 in its directory (status.json): the stage; the source position (from events,

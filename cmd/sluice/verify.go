@@ -37,7 +37,9 @@ type verifyFlags struct {
 func newVerifyCmd() *cobra.Command {
 	var f verifyFlags
 	cmd := &cobra.Command{
-		Use:   "verify --config task.yaml",
+		Use: "verify --config task.yaml",
+		Example: `  sluice verify --config task.yaml
+  sluice verify --config task.yaml --table 'app.orders' --json > diff.json`,
 		Short: "Compare source and target table by table; exit 0 if equal, 1 if they differ",
 		Long: `verify compares every table the task selects with its (routed) table on the
 target. Each table is split into primary-key ranges; both servers compute a

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -47,16 +49,44 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ParseURL reads mysql://user:password@host:port/db.
+// envPassword matches a password given as ${VAR} in a store URL.
+var envPassword = regexp.MustCompile(`^(mysql://[^:@/]*):\$\{([A-Za-z_][A-Za-z0-9_]*)\}@`)
+
+// ParseURL reads mysql://user:password@host:port/db. The password need not
+// be in the URL, where ps shows it: mysql://user:${VAR}@... reads it from
+// the environment, and ?password-file=PATH from a file (its first line).
+// Errors never print it.
 func ParseURL(raw string) (Config, error) {
 	c := DefaultConfig()
+	var fromEnv string
+	if m := envPassword.FindStringSubmatch(raw); m != nil {
+		fromEnv = m[2]
+		raw = m[1] + ":-@" + raw[len(m[0]):]
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "mysql" {
-		return c, sluice.Errorf(sluice.ErrConfig, "dtx --store", "use mysql://user:password@host:port/db", "bad URL")
+		return c, sluice.Errorf(sluice.ErrConfig, "dtx --store", "use mysql://user:password@host:port/db (the password may be ${VAR}, or ?password-file=PATH)", "bad URL")
 	}
 	if u.User != nil {
 		c.Endpoint.User = u.User.Username()
 		c.Endpoint.Password, _ = u.User.Password()
+	}
+	if fromEnv != "" {
+		v, ok := os.LookupEnv(fromEnv)
+		if !ok {
+			return c, sluice.Errorf(sluice.ErrConfig, "dtx --store", "export "+fromEnv+" before starting sluice", "the password's variable ${%s} is not set", fromEnv)
+		}
+		c.Endpoint.Password = v
+	}
+	if f := u.Query().Get("password-file"); f != "" {
+		if fromEnv != "" || c.Endpoint.Password != "" {
+			return c, sluice.Errorf(sluice.ErrConfig, "dtx --store", "give the password once: in the URL, as ${VAR}, or as ?password-file=PATH", "two passwords")
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return c, sluice.Errorf(sluice.ErrConfig, "dtx --store", "make password-file name a file sluice can read", "read password file: %v", err)
+		}
+		c.Endpoint.Password, _, _ = strings.Cut(strings.TrimRight(string(b), "\r\n"), "\n")
 	}
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil {
