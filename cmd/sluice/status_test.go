@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/replicate"
 )
@@ -115,4 +117,21 @@ func TestCopyTakesTheTaskLock(t *testing.T) {
 			t.Errorf("%v: %v, want the task lock's holder named", args, err)
 		}
 	}
+}
+
+// TestEveryCommandHasExamples: every subcommand's help shows Examples.
+func TestEveryCommandHasExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() == "help" || c.Name() == "completion" || c.Hidden {
+			return
+		}
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%q has no Examples", c.CommandPath())
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(newRoot())
 }
