@@ -170,3 +170,21 @@ func exiting(pid int) bool {
 	}
 	return false
 }
+
+// Holder reports whether a process holds the task's lock in dir, and its
+// pid when it wrote one (0: unknown).
+func Holder(dir string) (pid int, running bool, err error) {
+	f, err := os.Open(filepath.Join(dir, "task.lock"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return 0, false, nil
+	}
+	return lockHolder(f), true, nil
+}
