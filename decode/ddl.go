@@ -30,7 +30,7 @@ func (d *Decoder) unsupported(pos sluice.Position, q string, err error) error {
 	return &sluice.Error{
 		Op:   fmt.Sprintf("replicate DDL at %s (%s)", posString(pos), shorten(q, 120)),
 		Err:  err,
-		Hint: "run the equivalent change on the target by hand, then resume from the position after this statement; or exclude the table",
+		Hint: "with the task stopped, run sluice replace --config TASK --position " + posString(pos) + " --sql '<the equivalent DDL>' (or sluice skip --config TASK --position " + posString(pos) + " after making the change on the target by hand), then start the task again; or exclude the table",
 	}
 }
 

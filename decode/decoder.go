@@ -35,6 +35,21 @@ type Config struct {
 	// decoder extends it with each transaction, so every item's End carries
 	// the position to resume from.
 	GTIDPos string
+	// Handle, when set, is asked about each statement (a DDL, by its
+	// transaction's GTID and its own end position) and each transaction
+	// with rows (by its GTID) whether the user told sluice to skip it or to
+	// run other statements instead (sluice skip, sluice replace): the way
+	// out of a statement sluice refuses. nil means neither.
+	Handle func(gtid string, pos sluice.Position) *Handling
+}
+
+// Handling is what the user told sluice to do with one source statement
+// or transaction.
+type Handling struct {
+	Skip bool
+	// SQL replaces the statement: DDL read by the schema tracker and
+	// applied to the target, as if the source had run it.
+	SQL []string
 }
 
 var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "performance_schema": true, "sys": true}
@@ -259,6 +274,14 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 		return nil
 	case hasPrefixFold(q, "SAVEPOINT"), hasPrefixFold(q, "ROLLBACK TO"), hasPrefixFold(q, "RELEASE SAVEPOINT"):
 		return nil
+	}
+	if d.cfg.Handle != nil {
+		if h := d.cfg.Handle(d.gtid, pos); h != nil {
+			if h.Skip || len(h.SQL) == 0 {
+				return nil
+			}
+			return d.ddl(string(e.Schema), strings.Join(h.SQL, ";\n"), pos, ts, nil)
+		}
 	}
 	if d.inTxn && !d.ddlGroup {
 		if d.rowsDDL {

@@ -312,6 +312,11 @@ func typeName(t byte) string {
 }
 
 func (d *Decoder) rows(et replication.EventType, e *replication.RowsEvent, pos sluice.Position, ts uint32) error {
+	if d.cfg.Handle != nil && d.gtid != "" {
+		if h := d.cfg.Handle(d.gtid, sluice.Position{}); h != nil && h.Skip {
+			return nil // sluice skip: the transaction commits with no rows
+		}
+	}
 	if e.Table == nil {
 		return fmt.Errorf("decode rows at %s: no table map for table id %d", posString(pos), e.TableID)
 	}

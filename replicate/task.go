@@ -335,6 +335,13 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 	}
 	dcfg := t.cfg.Decode
 	dcfg.GTIDPos = pos.GTIDSet
+	hs, err := ReadHandles(t.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	if len(hs) > 0 && dcfg.Handle == nil {
+		dcfg.Handle = (&handler{dir: t.cfg.Dir, hs: hs, log: t.logf}).handle
+	}
 	dec, err := decode.New(dcfg, tracker)
 	if err != nil {
 		return err

@@ -50,10 +50,15 @@ task's metrics-addr.`,
 			if asJSON {
 				enc := json.NewEncoder(c.OutOrStdout())
 				enc.SetIndent("", "  ")
+				hs, err := replicate.ReadHandles(cfg.Dir)
+				if err != nil {
+					return err
+				}
 				if err := enc.Encode(struct {
 					replicate.Status
-					Running bool `json:"running"`
-				}{s, running}); err != nil {
+					Running bool               `json:"running"`
+					Handled []replicate.Handle `json:"handled,omitempty"`
+				}{s, running, hs}); err != nil {
 					return err
 				}
 			} else {
@@ -107,6 +112,10 @@ func printStatus(w io.Writer, s replicate.Status, running bool, dir string) {
 	row("updated", s.Updated.Local().Format(time.RFC3339))
 	if s.Error != "" {
 		row("error", s.Error)
+	}
+	hs, _ := replicate.ReadHandles(dir)
+	for _, h := range hs {
+		row("handled", h.String())
 	}
 }
 
