@@ -47,6 +47,7 @@ func newDtxServeCmd() *cobra.Command {
 	var listen, store, logLevel string
 	var pprof bool
 	lean := true
+	var sec dtxSecurity
 	cmd := &cobra.Command{
 		Use: "serve",
 		Example: `  sluice dtx serve                                   # in-memory store on 127.0.0.1:36789
@@ -60,7 +61,7 @@ http://LISTEN/api/dtmsvr and run unchanged. --store is bolt:///path/file.db
 database is created if missing; several serve processes may share it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean)
+			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean, sec)
 		},
 	}
 	f := cmd.Flags()
@@ -85,6 +86,8 @@ database is created if missing; several serve processes may share it).`,
 	f.BoolVar(&pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ (for benchmarks)")
 	f.BoolVar(&lean, "lean-http", lean, "answer dtm client's plain keep-alive requests without net/http's per-request machinery (false: net/http serves all)")
 	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections")
+	f.StringVar(&sec.tokenFile, "token-file", "", "require 'Authorization: Bearer TOKEN' on every API call, TOKEN being this file's first line (or set SLUICE_DTX_TOKEN); /metrics stays open")
+	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; more wait to be accepted")
 	return cmd
 }
 
@@ -136,7 +139,7 @@ func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
 	return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "unknown store scheme %q", u.Scheme)
 }
 
-func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel string, pprof, lean bool) error {
+func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel string, pprof, lean bool, sec dtxSecurity) error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 		return sluice.Errorf(sluice.ErrConfig, "dtx serve --log-level", "use debug, info, warn or error", "%v", err)
@@ -165,11 +168,20 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	if err != nil {
 		return err
 	}
+	token, err := sec.token()
+	if err != nil {
+		coord.Close()
+		return err
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		coord.Close()
 		return &sluice.Error{Op: "dtx serve: listen on " + listen, Err: err, Hint: "pick a free address with --listen"}
 	}
+	if token == "" && !loopbackAddr(ln.Addr()) {
+		log.Warn("dtx: serving on a non-loopback address without --token-file: anyone who reaches it can submit, stop and abort transactions and make sluice call any URL", "listen", ln.Addr().String())
+	}
+	ln = limitListener(ln, sec.maxConns)
 	if err := coord.Start(); err != nil {
 		ln.Close()
 		coord.Close()
@@ -193,7 +205,13 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 			api.ServeHTTP(w, r)
 		})
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	if token != "" {
+		handler = bearer(handler, token)
+		lean = false // the lean loop reads no Authorization header
+	}
+	// A client that sends half a request, or holds an idle connection, is
+	// dropped in bounded time (10,000 half-sent requests stayed open).
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	var server interface {
 		Serve(net.Listener) error
 		Shutdown(context.Context) error

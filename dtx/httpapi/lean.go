@@ -203,6 +203,7 @@ func (s *Server) serveConn(lc *leanConn) {
 	var out []byte
 	var body []byte
 	timeout := s.srv.ReadHeaderTimeout
+	reqStart := time.Now()
 	if timeout > 0 {
 		// As net/http: the first request's header must arrive in time from
 		// the connection's start; later ones from their first byte (an idle
@@ -214,12 +215,20 @@ func (s *Server) serveConn(lc *leanConn) {
 		if s.closed.Load() {
 			return
 		}
+		if idle := s.srv.IdleTimeout; idle > 0 && !first {
+			_ = c.SetReadDeadline(time.Now().Add(idle)) // as net/http: an idle keep-alive connection is closed
+		}
 		if _, err := br.Peek(1); err != nil {
 			return // closed by the client (or by Shutdown while idle), or silent past the timeout
 		}
 		lc.idle.Store(false)
-		if timeout > 0 && !first {
-			_ = c.SetReadDeadline(time.Now().Add(timeout))
+		if !first {
+			reqStart = time.Now()
+			if timeout > 0 {
+				_ = c.SetReadDeadline(reqStart.Add(timeout))
+			} else {
+				_ = c.SetReadDeadline(time.Time{})
+			}
 		}
 		req, ok, err := parseLean(br)
 		if err != nil {
@@ -237,7 +246,11 @@ func (s *Server) serveConn(lc *leanConn) {
 			return
 		}
 		_, _ = br.Discard(req.headerLen)
-		_ = c.SetReadDeadline(time.Time{}) // like net/http without ReadTimeout: no deadline on the body
+		if rt := s.srv.ReadTimeout; rt > 0 {
+			_ = c.SetReadDeadline(reqStart.Add(rt)) // as net/http: the whole request within ReadTimeout
+		} else {
+			_ = c.SetReadDeadline(time.Time{})
+		}
 		if cap(body) < req.contentLength {
 			body = make([]byte, req.contentLength)
 		}

@@ -26,6 +26,11 @@ type leanEnv struct {
 
 // newLean serves a coordinator on the null store through httpapi.Server.
 func newLean(t *testing.T, headerTimeout time.Duration) *leanEnv {
+	return newLeanServer(t, &http.Server{ReadHeaderTimeout: headerTimeout})
+}
+
+// newLeanServer is newLean with the server's timeouts as given.
+func newLeanServer(t *testing.T, srv *http.Server) *leanEnv {
 	cfg := dtx.DefaultConfig()
 	cfg.CheckBranchURLs = false
 	reg := prometheus.NewRegistry()
@@ -37,7 +42,8 @@ func newLean(t *testing.T, headerTimeout time.Duration) *leanEnv {
 		t.Fatal(err)
 	}
 	h := httpapi.Handler(c, reg)
-	ls := httpapi.NewServer(&http.Server{Handler: h, ReadHeaderTimeout: headerTimeout}, h)
+	srv.Handler = h
+	ls := httpapi.NewServer(srv, h)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -276,5 +282,30 @@ func TestLeanShutdown(t *testing.T) {
 		if _, err := r.ReadByte(); err == nil {
 			t.Fatalf("connection %d still open", i+1)
 		}
+	}
+}
+
+// TestLeanReadAndIdleTimeout: a request whose body stops half-way is
+// dropped after ReadTimeout, and an idle keep-alive connection after
+// IdleTimeout, as net/http does (issue 16: 10,000 half-sent requests stayed
+// open forever).
+func TestLeanReadAndIdleTimeout(t *testing.T) {
+	e := newLeanServer(t, &http.Server{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond})
+	c, br := e.dial(t)
+	full := post("/api/dtmsvr/prepare", tccBody("half"))
+	write(t, c, full[:len(full)-5]) // the body's last bytes never come
+	if b, err := br.ReadByte(); err == nil {
+		t.Fatalf("half-sent request: read %q, want the connection closed", b)
+	}
+	c, br = e.dial(t)
+	write(t, c, post("/api/dtmsvr/prepare", tccBody("idle")))
+	if resp, body := read(t, br); resp.StatusCode != 200 || body != success {
+		t.Fatalf("answer %d %q", resp.StatusCode, body)
+	}
+	if b, err := br.ReadByte(); err == nil { // then idle: closed
+		t.Fatalf("idle connection: read %q, want it closed", b)
+	}
+	if e.ls.LeanRequests() != 1 {
+		t.Fatalf("lean requests %d, want 1", e.ls.LeanRequests())
 	}
 }

@@ -20,10 +20,17 @@ type Conn struct {
 // Wrap returns c with raw reads and writes, or c itself when it has no
 // file descriptor to use (a net.Pipe, a TLS connection).
 func Wrap(c net.Conn) net.Conn {
-	if _, ok := c.(*net.TCPConn); !ok {
+	inner := c
+	if w, ok := c.(interface{ NetConn() net.Conn }); ok {
+		// A wrapper (a connection limit's) keeps its Close; reads and
+		// writes still go straight to the socket.
+		inner = w.NetConn()
+	}
+	tc, ok := inner.(*net.TCPConn)
+	if !ok {
 		return c
 	}
-	rc, err := c.(*net.TCPConn).SyscallConn()
+	rc, err := tc.SyscallConn()
 	if err != nil {
 		return c
 	}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/sluice-db/sluice"
+)
+
+// dtxSecurity is how sluice dtx serve guards its API.
+type dtxSecurity struct {
+	tokenFile string
+	maxConns  int
+}
+
+// token is the bearer token the API requires: the first line of
+// --token-file, else $SLUICE_DTX_TOKEN, else none. It is never a flag's
+// value, which ps would show.
+func (s dtxSecurity) token() (string, error) {
+	if s.tokenFile != "" {
+		b, err := os.ReadFile(s.tokenFile)
+		if err != nil {
+			return "", &sluice.Error{Op: "dtx serve --token-file", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "name a file sluice can read, holding the token on its first line"}
+		}
+		t, _, _ := strings.Cut(strings.TrimRight(string(b), "\r\n"), "\n")
+		if t = strings.TrimSpace(t); t == "" {
+			return "", &sluice.Error{Op: "dtx serve --token-file", Err: fmt.Errorf("%w: %s holds no token", sluice.ErrConfig, s.tokenFile), Hint: "write the token on the file's first line"}
+		}
+		return t, nil
+	}
+	return strings.TrimSpace(os.Getenv("SLUICE_DTX_TOKEN")), nil
+}
+
+// bearer requires "Authorization: Bearer token" on every request but
+// GET /metrics (Prometheus scrapes it).
+func bearer(next http.Handler, token string) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" && r.Method == http.MethodGet {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice dtx"`)
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func loopbackAddr(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// limitListener accepts at most n connections open at once; Accept waits
+// for one to close past that.
+func limitListener(ln net.Listener, n int) net.Listener {
+	if n <= 0 {
+		return ln
+	}
+	return &limited{Listener: ln, sem: make(chan struct{}, n)}
+}
+
+type limited struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	l.sem <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+// NetConn is the connection under the wrapper (rawconn reads and writes
+// the socket itself).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite lets net/http half-close as on a *net.TCPConn.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
