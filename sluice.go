@@ -17,6 +17,24 @@ type Endpoint struct {
 	Port     int    `yaml:"port" json:"port"`
 	User     string `yaml:"user" json:"user"`
 	Password string `yaml:"password" json:"-"`
+	// Socket is a unix socket path of a local server; when set it is used
+	// instead of host and port.
+	Socket string `yaml:"socket,omitempty" json:"socket,omitempty"`
+	// TLS says how connections to this server are encrypted.
+	TLS TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
+}
+
+// TLS is an endpoint's TLS settings, as the MySQL client's --ssl-mode and
+// --ssl-ca/--ssl-cert/--ssl-key: Mode is "disabled", "preferred" (the
+// default: encrypt when the server can, verify nothing), "required"
+// (encrypt, verify nothing), "verify-ca" (the server's certificate chains
+// to CA) or "verify-identity" (and names the host). CA, Cert and Key are
+// PEM files; Cert and Key make a client certificate.
+type TLS struct {
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	CA   string `yaml:"ca,omitempty" json:"ca,omitempty"`
+	Cert string `yaml:"cert,omitempty" json:"cert,omitempty"`
+	Key  string `yaml:"key,omitempty" json:"key,omitempty"`
 }
 
 // Addr is host:port, for messages. It never contains the password.

@@ -23,6 +23,8 @@ type Info struct {
 	// GTIDBinlogPos is MariaDB's @@gtid_binlog_pos or MySQL's
 	// @@gtid_executed; empty when the source has no GTIDs.
 	GTIDBinlogPos string
+	// TLS: the source accepts TLS connections (have_ssl = YES).
+	TLS bool
 }
 
 // File is one entry of SHOW BINARY LOGS.
@@ -58,6 +60,10 @@ func CheckDB(ctx context.Context, db *sql.DB, cfg Config) (*Info, error) {
 		return nil, dbconn.Classify(err, "source", cfg.Source)
 	}
 	info.ServerID = serverID
+	var haveSSL sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT @@global.have_ssl").Scan(&haveSSL); err == nil {
+		info.TLS = strings.EqualFold(haveSSL.String, "YES")
+	}
 	info.Flavor = cfg.Flavor
 	if info.Flavor == "" {
 		info.Flavor = DetectFlavor(info.Version)

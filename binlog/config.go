@@ -41,6 +41,9 @@ type Config struct {
 	// its reason) and each reconnect, for the task's log: a reconnect storm
 	// (another replica with the same server-id) must not be silent.
 	Notify func(format string, args ...any)
+	// ServerTLS says the source accepts TLS (Info.TLS): with tls.mode
+	// preferred the binlog connection is encrypted then, as the SQL ones are.
+	ServerTLS bool
 }
 
 // DefaultServerID is used when the task gives none: a high value unlikely to

@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/dbconn"
 )
 
 // Reader streams a source's binlog from a file/position. Events are
@@ -88,6 +90,17 @@ func (r *Reader) Start(ctx context.Context, pos sluice.Position) error {
 
 func (r *Reader) newSyncer() *replication.BinlogSyncer {
 	c := r.cfg
+	tc, fallback, err := dbconn.TLSConfig(c.Source, "source")
+	if err != nil {
+		tc = &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(tls.ConnectionState) error { return err }}
+	} else if fallback && !c.ServerTLS {
+		tc = nil
+	}
+	dialer := (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if sock := c.Source.Socket; sock != "" {
+		tcp := dialer
+		dialer = func(ctx context.Context, _, _ string) (net.Conn, error) { return tcp(ctx, "unix", sock) }
+	}
 	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: c.ServerID, Flavor: c.Flavor, Host: c.Source.Host, Port: uint16(c.Source.Port),
 		User: c.Source.User, Password: c.Source.Password, Localhost: "sluice",
@@ -96,7 +109,8 @@ func (r *Reader) newSyncer() *replication.BinlogSyncer {
 		// Without annotate rows events MariaDB leaves holes in the stream;
 		// the relay must hold every byte to stay identical to the source.
 		DumpCommandFlag: dumpFlags(c.Flavor),
-		Dialer:          (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Dialer:          dialer,
+		TLSConfig:       tc,
 	})
 }
 

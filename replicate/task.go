@@ -110,6 +110,7 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 	}
 	flavor := info.Flavor
 	bcfg.Flavor = flavor
+	bcfg.ServerTLS = info.TLS
 	t.cfg.Relay.Flavor, t.cfg.Decode.Flavor = flavor, flavor
 
 	db, err := apply.OpenTarget(ctx, t.cfg.Target, t.cfg.Apply.Workers)

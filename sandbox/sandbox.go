@@ -40,6 +40,9 @@ type Config struct {
 	Options []string
 	// StartTimeout bounds the wait for the server to accept connections.
 	StartTimeout time.Duration
+	// TLS makes a CA and a server certificate for 127.0.0.1 (in the
+	// instance's tls/ directory; Instance.CAFile) and serves TLS with them.
+	TLS bool
 }
 
 // DefaultConfig returns a Config for NAME on PORT under the default state dir.
@@ -144,6 +147,13 @@ func Up(ctx context.Context, c Config) (*Instance, error) {
 	}
 	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o755); err != nil {
 		return nil, err
+	}
+	if c.TLS {
+		lines, err := inst.writeTLS()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox up %s: make TLS certificates: %w", c.Name, err)
+		}
+		c.Options = append(lines, c.Options...)
 	}
 	if err := os.WriteFile(inst.cnf(), []byte(renderCnf(inst, c)), 0o644); err != nil {
 		return nil, err
@@ -309,6 +319,7 @@ func waitStarted(ctx context.Context, inst *Instance, timeout time.Duration, exi
 func waitReady(ctx context.Context, inst *Instance, timeout time.Duration) error {
 	c := mysql.NewConfig()
 	c.User, c.Net, c.Addr, c.Timeout = "root", "tcp", fmt.Sprintf("127.0.0.1:%d", inst.Port), 2*time.Second
+	c.TLSConfig = "preferred" // a --tls sandbox may require secure transport
 	conn, err := mysql.NewConnector(c)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/dbconn"
 )
 
 // Config is a task file.
@@ -197,6 +198,9 @@ func (c *Config) Validate() error {
 		}
 		if ep.User == "" {
 			return bad(role+".user", "is empty")
+		}
+		if _, _, err := dbconn.TLSConfig(ep, role); err != nil {
+			return err
 		}
 	}
 	if c.Name == "" || strings.ContainsAny(c.Name, "/\\ ") {

@@ -31,7 +31,8 @@ GTID strict mode, distinct server_id). root has an empty password on
 	upCmd := &cobra.Command{
 		Use: "up",
 		Example: `  sluice sandbox up --name src --port 3307
-  sluice sandbox up --name dst --port 3308 --server-id 2 --buffer-pool 1G`,
+  sluice sandbox up --name dst --port 3308 --server-id 2 --buffer-pool 1G
+  sluice sandbox up --name sec --port 3309 --tls --option require_secure_transport=ON`,
 		Short: "Create (first time) and start an instance; prints its DSN when it accepts connections",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -41,6 +42,9 @@ GTID strict mode, distinct server_id). root has an empty password on
 				return err
 			}
 			fmt.Fprintln(c.OutOrStdout(), inst.DSN(""))
+			if ca := inst.CAFile(); ca != "" {
+				fmt.Fprintf(c.OutOrStdout(), "tls: {mode: verify-identity, ca: %s}\n", ca)
+			}
 			return nil
 		},
 	}
@@ -51,6 +55,7 @@ GTID strict mode, distinct server_id). root has an empty password on
 	f.Uint32Var(&up.DomainID, "domain-id", 0, "gtid_domain_id")
 	f.StringVar(&up.BufferPool, "buffer-pool", up.BufferPool, "innodb_buffer_pool_size")
 	f.StringArrayVar(&up.Options, "option", nil, "extra [mariadbd] option, key=value (repeatable)")
+	f.BoolVar(&up.TLS, "tls", false, "serve TLS with a CA and server certificate made for 127.0.0.1 (the CA is <dir>/<name>/tls/ca.pem)")
 	f.DurationVar(&up.StartTimeout, "timeout", up.StartTimeout, "how long to wait for the server to accept connections")
 
 	var name string

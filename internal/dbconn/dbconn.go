@@ -4,6 +4,7 @@
 package dbconn
 
 import (
+	"crypto/tls"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -29,6 +30,15 @@ type Options struct {
 	Params map[string]string
 	// Wrap, when set, wraps the driver's connector (a fence, for one).
 	Wrap func(driver.Connector) driver.Connector
+	// Role names the endpoint in TLS setting errors ("source", "target").
+	Role string
+}
+
+func (o Options) role() string {
+	if o.Role == "" {
+		return "server"
+	}
+	return o.Role
 }
 
 // Config returns the driver config for an endpoint. Sessions always run in
@@ -39,6 +49,16 @@ func Config(ep sluice.Endpoint, o Options) *mysql.Config {
 	c.Passwd = ep.Password
 	c.Net = "tcp"
 	c.Addr = ep.Addr()
+	if ep.Socket != "" {
+		c.Net, c.Addr = "unix", ep.Socket
+	}
+	tc, fallback, err := TLSConfig(ep, o.role())
+	if err != nil {
+		// Task files are validated before a connection is made; should a
+		// bad setting reach here, every connection fails with it.
+		tc = &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(tls.ConnectionState) error { return err }}
+	}
+	c.TLS, c.AllowFallbackToPlaintext = tc, fallback
 	c.DBName = o.Database
 	c.Timeout = o.Timeout
 	if c.Timeout == 0 {
@@ -61,6 +81,12 @@ func Config(ep sluice.Endpoint, o Options) *mysql.Config {
 // Open opens a pool to ep and pings it. role names the endpoint in errors
 // ("source", "target"). Errors are *sluice.Error with a hint.
 func Open(ctx context.Context, role string, ep sluice.Endpoint, o Options) (*sql.DB, error) {
+	if o.Role == "" {
+		o.Role = role
+	}
+	if _, _, err := TLSConfig(ep, role); err != nil {
+		return nil, err
+	}
 	conn, err := mysql.NewConnector(Config(ep, o))
 	if err != nil {
 		return nil, &sluice.Error{Op: "configure " + role + " " + ep.Addr(), Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "check " + fields(role, "host", "port", "user")}
@@ -114,6 +140,9 @@ var probeAfter = 2 * time.Second
 // connection failed or is slow: a connection that never completes its
 // handshake counts against the server's max_connect_errors.
 func probe(ep sluice.Endpoint, role string, wait time.Duration) error {
+	if ep.Socket != "" {
+		return nil
+	}
 	c, err := net.DialTimeout("tcp", ep.Addr(), wait)
 	if err != nil {
 		return nil
@@ -156,8 +185,14 @@ func Classify(err error, role string, ep sluice.Endpoint) error {
 	if errors.As(err, &me) {
 		switch me.Number {
 		case 1045, 1698:
+			hint := "check " + fields(role, "user", "password")
+			if ep.TLS.Mode == "disabled" {
+				// MariaDB refuses plaintext under require_secure_transport
+				// with this same error.
+				hint += "; if the server sets require_secure_transport, set " + role + ".tls.mode to required or stronger"
+			}
 			return &sluice.Error{Op: "connect to " + op, Err: fmt.Errorf("%w for user %q: %s", sluice.ErrAccessDenied, ep.User, me.Message),
-				Hint: "check " + fields(role, "user", "password")}
+				Hint: hint}
 		case 1044, 1142, 1143, 1227, 1370, 1419:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrPrivilege, me.Message),
 				Hint: "grant the missing privilege to " + ep.User + " on " + role + " (see README: privileges)"}

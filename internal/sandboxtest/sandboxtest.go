@@ -19,10 +19,24 @@ import (
 	"github.com/sluice-db/sluice/sandbox"
 )
 
+// TLS, among New's or Start's options, starts the sandbox with TLS (a CA
+// and server certificate for 127.0.0.1: Instance.CAFile).
+const TLS = "sluice:tls"
+
 // New starts an instance named name and returns it with a stop function.
 // Use it from TestMain to share one server across a package's tests.
 func New(name string, opts ...string) (*sandbox.Instance, func(), error) {
 	reapOrphans()
+	tls := false
+	var rest []string
+	for _, o := range opts {
+		if o == TLS {
+			tls = true
+			continue
+		}
+		rest = append(rest, o)
+	}
+	opts = rest
 	dir, err := os.MkdirTemp("", "sbx")
 	if err != nil {
 		return nil, nil, err
@@ -37,7 +51,7 @@ func New(name string, opts ...string) (*sandbox.Instance, func(), error) {
 			return nil, nil, err
 		}
 		c := sandbox.DefaultConfig()
-		c.Dir, c.Name, c.Port, c.BufferPool, c.Options = dir, name, port, "128M", opts
+		c.Dir, c.Name, c.Port, c.BufferPool, c.Options, c.TLS = dir, name, port, "128M", opts, tls
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		inst, err := sandbox.Up(ctx, c)
 		cancel()
@@ -80,7 +94,7 @@ func Up(tb testing.TB, inst *sandbox.Instance) {
 // MustOpen opens a root connection pool to inst's database db.
 func MustOpen(tb testing.TB, inst *sandbox.Instance, db string) *sql.DB {
 	tb.Helper()
-	conn, err := sql.Open("mysql", inst.DSN(db)+"?time_zone=%27%2B00%3A00%27&interpolateParams=true")
+	conn, err := sql.Open("mysql", inst.DSN(db)+"?time_zone=%27%2B00%3A00%27&interpolateParams=true&tls=preferred")
 	if err != nil {
 		tb.Fatal(err)
 	}
