@@ -4,8 +4,8 @@
 package dbconn
 
 import (
-	"crypto/tls"
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
