@@ -1,15 +1,16 @@
 # sluice: the two set-up commands are `make demo` and `make test`.
-# Both install what is missing (MariaDB, sysbench, mydumper) through apt-get.
+# Both install what is missing (MariaDB, sysbench, mydumper, Prometheus for
+# the dashboard and alert rules' test) through apt-get.
 
 GO        ?= go
 BIN       := bin/sluice
 STATICCHECK_VERSION := v0.8.2
-APT_PKGS  := mariadb-server mariadb-client sysbench mydumper
+APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus
 TEST_TIMEOUT ?= 25m
 # sluice version reports these (the go command's own VCS stamp may be off).
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+LDFLAGS   := -X github.com/sluice-db/sluice.Version=$(VERSION) -X github.com/sluice-db/sluice.Commit=$(COMMIT)
 
 .PHONY: all build deps test test-short lint difftest demo bench-full-import bench-replication bench-dtx bench-oltp clean
 
@@ -26,6 +27,7 @@ deps:
 	command -v mariadb >/dev/null 2>&1 || missing="$$missing mariadb-client"; \
 	command -v sysbench >/dev/null 2>&1 || missing="$$missing sysbench"; \
 	command -v mydumper >/dev/null 2>&1 || missing="$$missing mydumper"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

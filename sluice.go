@@ -254,6 +254,14 @@ var (
 	ErrNotRunning = errors.New("not running")
 )
 
+// Version and Commit name the build; make build sets them at link time
+// (-X github.com/sluice-db/sluice.Version=...), for sluice version and the
+// sluice_build_info metric.
+var (
+	Version = "dev"
+	Commit  = ""
+)
+
 // Error is an error the user can act on: what failed, why, and how to fix it.
 // Error() is always one line.
 type Error struct {

@@ -175,10 +175,15 @@ func TestReplicateStopAndResume(t *testing.T) {
 		resp.Body.Close()
 		var missing string
 		for _, want := range []string{`sluice_replication_lag_seconds{task="rs"}`, `sluice_replication_binlog_offset{position="applied",task="rs"}`,
-			`sluice_replication_stage{stage="running",task="rs"} 1`, `sluice_replication_transactions{task="rs"}`} {
+			`sluice_replication_stage{stage="running",task="rs"} 1`, `sluice_replication_transactions_total{task="rs"}`,
+			`# TYPE sluice_replication_events_total counter`, `sluice_relay_size{task="rs",unit="bytes"}`, `sluice_build_info{`,
+			`go_goroutines `, `process_resident_memory_bytes `} {
 			if !strings.Contains(string(body), want) {
 				missing = want
 			}
+		}
+		if strings.Contains(string(body), "_per_second") {
+			t.Fatalf("a precomputed rate is exported (rates are rate()'s business):\n%s", body)
 		}
 		if missing == "" {
 			break

@@ -9,15 +9,18 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/apply"
 	"github.com/sluice-db/sluice/internal/private"
 )
 
@@ -61,6 +64,12 @@ type Status struct {
 	// MissingRows counts the row changes skipped because their row was
 	// not on the target (incremental.on-missing-row: skip).
 	MissingRows uint64 `json:"missing_rows,omitempty"`
+	// RelayBytes is the size of the relay log's files on disk.
+	RelayBytes int64 `json:"relay_bytes"`
+	// DiskFree and DiskSize are the bytes available to sluice and in all
+	// on the file system that holds the relay log.
+	DiskFree    uint64 `json:"disk_free"`
+	DiskSize    uint64 `json:"disk_size"`
 	Reconnects  int    `json:"reconnects"`
 	Restarts    int    `json:"restarts"`
 	RelayFiles  int    `json:"relay_files"`
@@ -110,63 +119,80 @@ func fileSeq(name string) float64 {
 	return n
 }
 
-// metrics exports Status to Prometheus.
+// metrics exports Status to Prometheus, by its conventions: counters are
+// counters named _total (rates are the query's business: rate()), times
+// are in seconds, and the Go runtime's and the process's own collectors
+// come along, with sluice_build_info.
 type metrics struct {
-	reg        *prometheus.Registry
-	file, pos  *prometheus.GaugeVec
-	lag        prometheus.Gauge
-	eventsRate prometheus.Gauge
-	txnsRate   prometheus.Gauge
-	events     prometheus.Gauge
-	txns       prometheus.Gauge
-	rows       prometheus.Gauge
-	stage      *prometheus.GaugeVec
-	missing    atomic.Uint64
-	srv        *http.Server
-	ln         net.Listener
-	done       chan struct{}
+	reg       *prometheus.Registry
+	file, pos *prometheus.GaugeVec
+	lag       prometheus.Gauge
+	stage     *prometheus.GaugeVec
+	relay     *prometheus.GaugeVec
+	disk      *prometheus.GaugeVec
+	errors    *prometheus.CounterVec
+	last      atomic.Pointer[Status]
+	srv       *http.Server
+	ln        net.Listener
+	done      chan struct{}
 }
 
 func newMetrics(task string) *metrics {
 	labels := prometheus.Labels{"task": task}
-	g := func(name, help string) prometheus.Gauge {
-		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "replication", Name: name, Help: help, ConstLabels: labels})
-	}
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		file: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "replication", Name: "binlog_file_seq",
 			Help: "binlog file sequence number (the suffix of mysql-bin.NNNNNN) of a position", ConstLabels: labels}, []string{"position"}),
 		pos: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "replication", Name: "binlog_offset",
 			Help: "byte offset within the binlog file of a position", ConstLabels: labels}, []string{"position"}),
-		lag:        g("lag_seconds", "seconds since the source committed the oldest transaction not yet applied (0 when caught up)"),
-		eventsRate: g("events_per_second", "binlog events decoded per second"),
-		txnsRate:   g("transactions_per_second", "source transactions applied per second"),
-		events:     g("events", "binlog events decoded since the task started"),
-		txns:       g("transactions", "source transactions applied since the task started"),
-		rows:       g("rows", "row changes applied since the task started"),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "replication", Name: "lag_seconds",
+			Help: "seconds since the source committed the oldest transaction not yet applied (0 when caught up)", ConstLabels: labels}),
 		stage: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "replication", Name: "stage",
 			Help: "1 for the task's current stage", ConstLabels: labels}, []string{"stage"}),
+		relay: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "relay", Name: "size",
+			Help: "the relay log on disk: its files (unit=files) and bytes (unit=bytes)", ConstLabels: labels}, []string{"unit"}),
+		disk: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "relay", Name: "filesystem_bytes",
+			Help: "the file system that holds the relay log: bytes available to sluice (kind=avail) and in all (kind=size)", ConstLabels: labels}, []string{"kind"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Name: "errors_total",
+			Help: "errors the task met, retried or fatal, by class", ConstLabels: labels}, []string{"class"}),
 		done: make(chan struct{}),
 	}
-	missing := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "apply", Name: "missing_rows_total",
-		Help: "row changes (UPDATE, DELETE) skipped because their row was not on the target (incremental.on-missing-row: skip)", ConstLabels: labels},
-		func() float64 { return float64(m.missing.Load()) })
-	m.reg.MustRegister(m.file, m.pos, m.lag, m.eventsRate, m.txnsRate, m.events, m.txns, m.rows, m.stage, missing)
+	m.last.Store(&Status{})
+	for _, c := range errorClasses {
+		m.errors.WithLabelValues(c.class) // every class from 0, so that rate() sees the first error
+	}
+	m.errors.WithLabelValues("other")
+	counter := func(subsystem, name, help string, v func(*Status) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: subsystem, Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return v(m.last.Load()) })
+	}
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Name: "build_info",
+		Help: "1; its labels say which sluice runs", ConstLabels: prometheus.Labels{"version": sluice.Version, "commit": sluice.Commit, "goversion": runtime.Version()}})
+	build.Set(1)
+	m.reg.MustRegister(m.file, m.pos, m.lag, m.stage, m.relay, m.disk, m.errors, build,
+		counter("replication", "events_total", "binlog events decoded since the task started", func(s *Status) float64 { return float64(s.Events) }),
+		counter("replication", "transactions_total", "source transactions applied since the task started", func(s *Status) float64 { return float64(s.Txns) }),
+		counter("replication", "rows_total", "row changes applied since the task started", func(s *Status) float64 { return float64(s.Rows) }),
+		counter("replication", "ddl_total", "DDL statements applied since the task started", func(s *Status) float64 { return float64(s.DDL) }),
+		counter("replication", "reconnects_total", "reconnections to the source since the task started", func(s *Status) float64 { return float64(s.Reconnects) }),
+		counter("apply", "restarts_total", "applier restarts from its checkpoint after a transient error", func(s *Status) float64 { return float64(s.Restarts) }),
+		counter("apply", "missing_rows_total", "row changes (UPDATE, DELETE) skipped because their row was not on the target (incremental.on-missing-row: skip)",
+			func(s *Status) float64 { return float64(s.MissingRows) }),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) update(s Status) {
+	m.last.Store(&s)
 	for name, p := range map[string]sluice.Position{"source": s.Source, "relay": s.Relay, "applied": s.Applied} {
 		m.file.WithLabelValues(name).Set(fileSeq(p.File))
 		m.pos.WithLabelValues(name).Set(float64(p.Pos))
 	}
 	m.lag.Set(s.LagSeconds)
-	m.eventsRate.Set(s.EventsPerSec)
-	m.txnsRate.Set(s.TxnsPerSec)
-	m.events.Set(float64(s.Events))
-	m.txns.Set(float64(s.Txns))
-	m.rows.Set(float64(s.Rows))
-	m.missing.Store(s.MissingRows)
+	m.relay.WithLabelValues("files").Set(float64(s.RelayFiles))
+	m.relay.WithLabelValues("bytes").Set(float64(s.RelayBytes))
+	m.disk.WithLabelValues("avail").Set(float64(s.DiskFree))
+	m.disk.WithLabelValues("size").Set(float64(s.DiskSize))
 	for _, st := range []string{StageStarting, StageRunning, StageRetrying, StageStopped, StageFailed} {
 		v := 0.0
 		if st == s.Stage {
@@ -174,6 +200,31 @@ func (m *metrics) update(s Status) {
 		}
 		m.stage.WithLabelValues(st).Set(v)
 	}
+}
+
+// countError counts an error the task met, by the class its sentinel
+// names.
+func (m *metrics) countError(err error) {
+	m.errors.WithLabelValues(errorClass(err)).Inc()
+}
+
+var errorClasses = []struct {
+	err   error
+	class string
+}{
+	{sluice.ErrUnreachable, "unreachable"}, {sluice.ErrAccessDenied, "access_denied"}, {sluice.ErrPrivilege, "privilege"},
+	{sluice.ErrBinlogPurged, "binlog_purged"}, {sluice.ErrBinlogFormat, "binlog_format"}, {sluice.ErrUnsupportedDDL, "unsupported_ddl"},
+	{sluice.ErrDiskFull, "disk_full"}, {sluice.ErrSchemaMismatch, "schema_mismatch"}, {sluice.ErrConfig, "config"},
+	{apply.ErrMissingRow, "missing_row"}, {apply.ErrTargetWarning, "target_warning"}, {apply.ErrTargetRowDiffers, "target_row_differs"},
+}
+
+func errorClass(err error) string {
+	for _, c := range errorClasses {
+		if errors.Is(err, c.err) {
+			return c.class
+		}
+	}
+	return "other"
 }
 
 // serve starts the HTTP endpoint; it returns the bound address.

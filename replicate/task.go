@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -48,6 +50,7 @@ type Task struct {
 	// compares the source with it, not with the checkpoint.
 	read     sluice.Position
 	metAddr  string
+	met      *metrics // counts errors (setStage)
 	prevAt   time.Time
 	prevEvts uint64
 	prevTxns uint64
@@ -143,6 +146,9 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 	t.mu.Unlock()
 
 	m := newMetrics(t.cfg.Name)
+	t.mu.Lock()
+	t.met = m
+	t.mu.Unlock()
 	if t.cfg.MetricsAddr != "" {
 		addr, err := m.serve(t.cfg.MetricsAddr)
 		if err != nil {
@@ -466,6 +472,9 @@ func (t *Task) setStage(stage string, err error) {
 	t.lastErr = ""
 	if err != nil {
 		t.lastErr = oneLine(err)
+		if t.met != nil {
+			t.met.countError(err)
+		}
 	}
 }
 
@@ -533,7 +542,17 @@ func (t *Task) Status() Status {
 	}
 	if t.rlog != nil {
 		s.Relay = t.rlog.End()
-		s.RelayFiles = len(t.rlog.Files())
+		files := t.rlog.Files()
+		s.RelayFiles = len(files)
+		for _, f := range files {
+			if st, err := os.Stat(filepath.Join(t.rlog.Dir(), f)); err == nil {
+				s.RelayBytes += st.Size()
+			}
+		}
+		var fs syscall.Statfs_t
+		if syscall.Statfs(t.rlog.Dir(), &fs) == nil {
+			s.DiskFree, s.DiskSize = fs.Bavail*uint64(fs.Bsize), fs.Blocks*uint64(fs.Bsize)
+		}
 	}
 	var lastTS uint32
 	if t.writer != nil {

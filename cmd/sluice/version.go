@@ -6,15 +6,9 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluice-db/sluice"
 )
-
-// version is set at link time (go build -ldflags "-X main.version=v1.2.3");
-// a build from a checkout says "dev" and names its commit.
-var version = "dev"
-
-// commit is set at link time by make build; otherwise it is read from the
-// go command's VCS stamp, when there is one.
-var commit = ""
 
 func init() { register(newVersionCmd) }
 
@@ -30,7 +24,7 @@ func newVersionCmd() *cobra.Command {
 			if when != "" {
 				when = " " + when
 			}
-			fmt.Fprintf(c.OutOrStdout(), "sluice %s\ncommit %s%s%s\n%s %s/%s\n", version, rev, dirty, when, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(c.OutOrStdout(), "sluice %s\ncommit %s%s%s\n%s %s/%s\n", sluice.Version, rev, dirty, when, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		},
 	}
@@ -39,7 +33,7 @@ func newVersionCmd() *cobra.Command {
 // buildVCS reads the commit the binary was built from, as the go command
 // records it (go build in a git checkout).
 func buildVCS() (rev, when, dirty string) {
-	rev = commit
+	rev = sluice.Commit
 	if rev == "" {
 		rev = "unknown"
 	}
@@ -50,7 +44,7 @@ func buildVCS() (rev, when, dirty string) {
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			if commit == "" {
+			if sluice.Commit == "" {
 				rev = s.Value
 			}
 		case "vcs.time":
