@@ -43,12 +43,17 @@ service, distributed transactions, and benchmarks against the usual peers.`,
 	return root
 }
 
-// exitCode: 1 means "verify found differences", 3 "status found the task
+// errPrecheck marks a check failure that stopped migrate (exit 2, a
+// refused run), as opposed to sluice check's own verdict (exit 1).
+var errPrecheck = errors.New("refused before starting")
+
+// exitCode: 1 means "verify found differences" or "sluice check found a
+// failing check", 3 "status found the task
 // not running", 2 any other failure, so scripts can tell a difference or a
 // stopped task from a broken run.
 func exitCode(err error) int {
 	switch {
-	case errors.Is(err, sluice.ErrVerifyDifferent):
+	case errors.Is(err, sluice.ErrVerifyDifferent), errors.Is(err, ErrChecksFailed) && !errors.Is(err, errPrecheck):
 		return 1
 	case errors.Is(err, sluice.ErrNotRunning):
 		return 3

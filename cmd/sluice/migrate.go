@@ -171,6 +171,9 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 		if incrementalRunner == nil {
 			return notInBuild()
 		}
+		if err := precheck(ctx, cfg, mode, out); err != nil {
+			return err
+		}
 		return incrementalRunner(ctx, cfg, nil, out)
 	default:
 		return &sluice.Error{Op: "migrate", Err: fmt.Errorf("%w: --mode %q", sluice.ErrConfig, mode), Hint: "use --mode full, all or incremental"}
@@ -184,6 +187,10 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 		return err
 	}
 	defer unlock()
+	// Everything the run needs is checked before it copies a row.
+	if err := precheck(ctx, cfg, mode, out); err != nil {
+		return err
+	}
 	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
 	if err != nil {
 		return err

@@ -1,0 +1,431 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/binlog"
+	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/replicate"
+	"github.com/sluice-db/sluice/schema"
+	"github.com/sluice-db/sluice/task"
+)
+
+// Checks before work, as DM's check-task: everything replication needs is
+// checked before a --mode all copy starts, so that a source without
+// REPLICATION SLAVE or with binlog_format=STATEMENT is refused at once
+// rather than after hours of copying (issue 16). sluice check runs them
+// alone.
+
+func init() { register(newCheckCmd) }
+
+// ErrChecksFailed: sluice check found a failing check (exit 1).
+var ErrChecksFailed = errors.New("checks failed")
+
+func newCheckCmd() *cobra.Command {
+	var config, mode string
+	cmd := &cobra.Command{
+		Use:   "check --config task.yaml",
+		Short: "Check the source, the target and the task's tables before a migration (as DM's check-task)",
+		Long: `check runs the checks migrate runs before it copies anything: the source's
+connection, privileges, binlog settings (log_bin, ROW format, FULL row
+image), GTIDs, binlog retention, server-id, the selected tables' keys, the
+target's connection, privileges and read_only, and the free disk for the
+relay log. One line per check: pass, warn or fail, with the fix. Exit 0
+when nothing fails, 1 when a check fails.`,
+		Example: `  sluice check --config task.yaml
+  sluice check --config task.yaml --mode full   # only what a copy alone needs`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if config == "" {
+				return &sluice.Error{Op: "check", Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml"}
+			}
+			cfg, err := task.Load(config)
+			if err != nil {
+				return err
+			}
+			if err := cfg.Require("source", "target"); err != nil {
+				return err
+			}
+			res := runChecks(c.Context(), cfg, mode)
+			printChecks(c.OutOrStdout(), res)
+			if f := firstFailure(res); f != nil {
+				return &sluice.Error{Op: "check " + cfg.Name, Err: fmt.Errorf("%w: %d of %d; the first: %s: %s", ErrChecksFailed, failures(res), len(res), f.Name, f.Detail), Hint: f.Fix}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "", "task file (YAML)")
+	cmd.Flags().StringVar(&mode, "mode", "all", "what the checks are for: all or incremental (replication too) or full (the copy only)")
+	return cmd
+}
+
+// checkResult is one check's outcome.
+type checkResult struct {
+	Name   string
+	Status string // "pass", "warn", "fail"
+	Detail string
+	Fix    string
+	// Err is the failure's cause, for errors.Is (a sentinel or the error
+	// the check met); nil for a pass or a warning.
+	Err error
+}
+
+func printChecks(w io.Writer, res []checkResult) {
+	for _, r := range res {
+		line := fmt.Sprintf("%-4s  %-26s %s", r.Status, r.Name, r.Detail)
+		if r.Status != "pass" && r.Fix != "" {
+			line += " (fix: " + r.Fix + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func firstFailure(res []checkResult) *checkResult {
+	for i := range res {
+		if res[i].Status == "fail" {
+			return &res[i]
+		}
+	}
+	return nil
+}
+
+func failures(res []checkResult) int {
+	n := 0
+	for _, r := range res {
+		if r.Status == "fail" {
+			n++
+		}
+	}
+	return n
+}
+
+// precheck runs the checks before migrate copies or replicates, and fails
+// with the first failing one (one line, with its fix).
+func precheck(ctx context.Context, cfg *task.Config, mode string, out io.Writer) error {
+	res := runChecks(ctx, cfg, mode)
+	for i, r := range res {
+		if r.Name == "server-id" && r.Status == "fail" {
+			// A killed run's own dump connection can linger on the source
+			// for a moment (or longer behind a proxy): migrate warns, and
+			// the new connection takes the id over; sluice check refuses.
+			res[i].Status, r.Status = "warn", "warn"
+		}
+		if r.Status == "warn" {
+			logf(out, "migrate %s: warning: %s: %s (fix: %s)\n", cfg.Name, r.Name, r.Detail, r.Fix)
+		}
+	}
+	if f := firstFailure(res); f != nil {
+		cause := f.Err
+		if cause == nil {
+			cause = errors.New(f.Detail)
+		} else {
+			var se *sluice.Error
+			if errors.As(cause, &se) {
+				cause = se.Err // its hint is f.Fix
+			}
+		}
+		return &sluice.Error{Op: "migrate " + cfg.Name, Err: fmt.Errorf("%w: %w: %s: %w (sluice check --config lists every check)", errPrecheck, ErrChecksFailed, f.Name, cause), Hint: f.Fix}
+	}
+	return nil
+}
+
+func errResult(name string, err error) checkResult {
+	r := checkResult{Name: name, Status: "fail", Detail: oneLineErr(err), Err: err}
+	var se *sluice.Error
+	if errors.As(err, &se) {
+		r.Detail = strings.TrimSpace(strings.Join(strings.Fields(fmt.Sprint(se.Err)), " "))
+		r.Fix = se.Hint
+	}
+	return r
+}
+
+
+func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult {
+	replicating := mode != "full"
+	var res []checkResult
+	add := func(r checkResult) { res = append(res, r) }
+
+	src, err := dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: 2})
+	if err != nil {
+		add(errResult("source connection", err))
+	} else {
+		defer src.Close()
+		var version string
+		_ = src.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version)
+		add(checkResult{Name: "source connection", Status: "pass", Detail: cfg.Source.String() + " " + version})
+		add(copyPrivileges(ctx, src, cfg))
+		add(tableKeys(ctx, src, cfg))
+		if replicating {
+			res = append(res, binlogChecks(ctx, src, cfg)...)
+		}
+	}
+	dst, err := dbconn.Open(ctx, "target", cfg.Target, dbconn.Options{MaxOpen: 1})
+	if err != nil {
+		add(errResult("target connection", err))
+	} else {
+		defer dst.Close()
+		add(checkResult{Name: "target connection", Status: "pass", Detail: cfg.Target.String()})
+		add(targetWritable(ctx, dst, cfg))
+	}
+	if replicating {
+		add(relayDisk(cfg))
+	}
+	return res
+}
+
+// copyPrivileges: the snapshot takes FLUSH TABLES WITH READ LOCK (RELOAD)
+// and reads every selected table (SELECT).
+func copyPrivileges(ctx context.Context, db *sql.DB, cfg *task.Config) checkResult {
+	r := checkResult{Name: "source copy privileges"}
+	grants, err := showGrants(ctx, db)
+	if err != nil {
+		return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))
+	}
+	if !hasGlobal(grants, "RELOAD") {
+		r.Status, r.Detail = "fail", fmt.Sprintf("user %q lacks RELOAD (FLUSH TABLES WITH READ LOCK takes the consistent snapshot)", cfg.Source.User)
+		r.Err = fmt.Errorf("%w: %s", sluice.ErrPrivilege, r.Detail)
+		r.Fix = "on the source: GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT ON *.* TO the source user"
+		return r
+	}
+	for _, p := range cfg.Tables.Include {
+		s, _, _ := strings.Cut(p, ".")
+		ok, err := maySelect(ctx, db, s)
+		if err != nil {
+			return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))
+		}
+		if !ok {
+			r.Status, r.Detail = "fail", fmt.Sprintf("source user %q has no SELECT privilege on %q, so no table matches tables.include pattern %q", cfg.Source.User, s, p)
+			r.Err = fmt.Errorf("%w: %s", sluice.ErrPrivilege, r.Detail)
+			r.Fix = fmt.Sprintf("GRANT SELECT ON `%s`.* TO the source user", strings.ReplaceAll(s, "`", ""))
+			return r
+		}
+	}
+	r.Status, r.Detail = "pass", "RELOAD and SELECT on the selected schemas"
+	return r
+}
+
+// binlogChecks: what replication needs of the source.
+func binlogChecks(ctx context.Context, db *sql.DB, cfg *task.Config) []checkResult {
+	rc, err := replicate.FromTask(cfg)
+	if err != nil {
+		return []checkResult{errResult("binlog settings", err)}
+	}
+	info, err := binlog.CheckDB(ctx, db, rc.Binlog)
+	if err != nil {
+		return []checkResult{errResult("binlog and replication", err)}
+	}
+	res := []checkResult{{Name: "binlog and replication", Status: "pass",
+		Detail: fmt.Sprintf("log_bin ON, ROW format, FULL row image, REPLICATION SLAVE; %d binlog files", len(info.Files))}}
+	if info.GTIDBinlogPos == "" {
+		res = append(res, checkResult{Name: "GTID", Status: "warn", Detail: "the source has no GTIDs: positions are by file and offset only",
+			Fix: "enable GTIDs on the source (MariaDB has them always once a transaction is logged; MySQL: gtid_mode=ON)"})
+	} else {
+		res = append(res, checkResult{Name: "GTID", Status: "pass", Detail: info.GTIDBinlogPos})
+	}
+	res = append(res, retention(ctx, db), serverIDInUse(ctx, db, cfg, rc.Binlog.ServerID))
+	return res
+}
+
+// retention warns when the source keeps its binlogs for less than a day:
+// a task stopped over a weekend could not resume.
+func retention(ctx context.Context, db *sql.DB) checkResult {
+	r := checkResult{Name: "binlog retention", Status: "pass"}
+	var secs sql.NullFloat64
+	if err := db.QueryRowContext(ctx, "SELECT @@global.binlog_expire_logs_seconds").Scan(&secs); err != nil || !secs.Valid {
+		var days sql.NullFloat64
+		if err := db.QueryRowContext(ctx, "SELECT @@global.expire_logs_days").Scan(&days); err == nil {
+			secs = sql.NullFloat64{Float64: days.Float64 * 86400, Valid: true}
+		}
+	}
+	switch {
+	case !secs.Valid:
+		r.Status, r.Detail = "warn", "could not read binlog_expire_logs_seconds"
+	case secs.Float64 == 0:
+		r.Detail = "binlogs are kept until purged by hand"
+	case secs.Float64 < 86400:
+		r.Status, r.Detail = "warn", fmt.Sprintf("binlogs are purged after %.0f s: a task stopped longer cannot resume", secs.Float64)
+		r.Fix = "keep binlogs longer on the source (binlog_expire_logs_seconds=604800)"
+	default:
+		r.Detail = fmt.Sprintf("binlogs are kept %.1f days", secs.Float64/86400)
+	}
+	return r
+}
+
+// serverIDInUse refuses a server-id another replica of the source already
+// uses: the two would keep disconnecting each other.
+func serverIDInUse(ctx context.Context, db *sql.DB, cfg *task.Config, id uint32) checkResult {
+	r := checkResult{Name: "server-id", Status: "pass", Detail: fmt.Sprintf("%d is free on the source", id)}
+	if _, running, _ := replicate.Holder(cfg.Dir); running {
+		r.Detail = fmt.Sprintf("%d (this task is running: its own connection holds it)", id)
+		return r
+	}
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE HOSTS")
+	if err != nil {
+		r.Status, r.Detail = "warn", "could not list the source's replicas ("+oneLineErr(err)+")"
+		r.Fix = "grant REPLICATION MASTER ADMIN (MariaDB) to see them, or make sure incremental.server-id is unique"
+		return r
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			break
+		}
+		if len(vals) > 0 && string(vals[0]) == fmt.Sprint(id) {
+			r.Status = "fail"
+			r.Detail = fmt.Sprintf("a replica with server-id %d is connected to the source (host %s)", id, string(vals[1]))
+			r.Err = fmt.Errorf("%w: %s", sluice.ErrConfig, r.Detail)
+			r.Fix = "set incremental.server-id to a value no other replica uses (the default derives one from the task name)"
+			return r
+		}
+	}
+	return r
+}
+
+// tableKeys warns about selected tables without a primary or NOT NULL
+// unique key: replicated, but each change is found by a scan.
+func tableKeys(ctx context.Context, db *sql.DB, cfg *task.Config) checkResult {
+	r := checkResult{Name: "table keys", Status: "pass"}
+	refs, err := schema.ListTables(ctx, db, cfg.Selected)
+	if err != nil {
+		return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))
+	}
+	var keyless []string
+	for _, ref := range refs {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS
+			WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_TYPE IN ('PRIMARY KEY', 'UNIQUE')`, ref.Schema, ref.Name).Scan(&n)
+		if err == nil && n == 0 {
+			keyless = append(keyless, ref.String())
+		}
+	}
+	r.Detail = fmt.Sprintf("%d tables selected", len(refs))
+	if len(refs) == 0 {
+		r.Status, r.Detail = "warn", "no table matches tables.include yet"
+		r.Fix = "fix tables.include, or create the tables: replication takes them from their CREATE TABLE"
+	}
+	if len(keyless) > 0 {
+		if len(keyless) > 5 {
+			keyless = append(keyless[:5], "...")
+		}
+		r.Status = "warn"
+		r.Detail = fmt.Sprintf("%d of %d tables have no primary or unique key (%s): each change to them is found by a scan of the target table", len(keyless), len(refs), strings.Join(keyless, ", "))
+		r.Fix = "add a primary key on the source where you can"
+	}
+	return r
+}
+
+// targetWritable: read_only, and the privileges a copy and the checkpoints
+// need.
+func targetWritable(ctx context.Context, db *sql.DB, cfg *task.Config) checkResult {
+	r := checkResult{Name: "target writable"}
+	var ro int
+	if err := db.QueryRowContext(ctx, "SELECT @@global.read_only").Scan(&ro); err == nil && ro == 1 {
+		grants, _ := showGrants(ctx, db)
+		if !hasGlobal(grants, "READ_ONLY ADMIN") && !hasGlobal(grants, "SUPER") {
+			r.Status, r.Detail = "fail", "the target is read-only (read_only=ON)"
+			r.Err = fmt.Errorf("%w: %s", sluice.ErrConfig, r.Detail)
+			r.Fix = "point target: at a writable server (the primary), or run SET GLOBAL read_only=OFF there if it is meant to take writes"
+			return r
+		}
+	}
+	grants, err := showGrants(ctx, db)
+	if err != nil {
+		return errResult(r.Name, dbconn.Classify(err, "target", cfg.Target))
+	}
+	var missing []string
+	for _, p := range []string{"CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "ALTER"} {
+		if !hasAnywhere(grants, p) {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		r.Status, r.Detail = "fail", fmt.Sprintf("user %q has no %s privilege anywhere", cfg.Target.User, strings.Join(missing, ", "))
+		r.Err = fmt.Errorf("%w: %s", sluice.ErrPrivilege, r.Detail)
+		r.Fix = "GRANT ALL ON the target schemas and on sluice_meta.* TO the target user"
+		return r
+	}
+	r.Status, r.Detail = "pass", "read_only off; CREATE, INSERT, UPDATE, DELETE, DROP, ALTER granted"
+	return r
+}
+
+func showGrants(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, err
+		}
+		out = append(out, strings.ToUpper(g))
+	}
+	return out, rows.Err()
+}
+
+// hasGlobal: a grant ON *.* of priv, or of ALL PRIVILEGES.
+func hasGlobal(grants []string, priv string) bool {
+	for _, g := range grants {
+		if strings.Contains(g, " ON *.* ") && (strings.Contains(g, "ALL PRIVILEGES") || strings.Contains(g, priv)) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasAnywhere: priv granted on anything.
+func hasAnywhere(grants []string, priv string) bool {
+	for _, g := range grants {
+		if strings.HasPrefix(g, "GRANT ") && (strings.Contains(g, "ALL PRIVILEGES") || strings.Contains(g, priv)) {
+			return true
+		}
+	}
+	return false
+}
+
+// relayDisk warns when the task directory's disk has less than 1 GiB free.
+func relayDisk(cfg *task.Config) checkResult {
+	r := checkResult{Name: "relay disk", Status: "pass"}
+	dir := cfg.Dir
+	for {
+		if _, err := os.Stat(dir); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		r.Status, r.Detail = "warn", "could not read the free space under "+dir+": "+err.Error()
+		return r
+	}
+	free := fs.Bavail * uint64(fs.Bsize)
+	r.Detail = fmt.Sprintf("%.1f GiB free under %s", float64(free)/(1<<30), dir)
+	if free < 1<<30 {
+		r.Status = "warn"
+		r.Fix = "the relay log holds the source's binlog until applied (and incremental.relay-retain after): give dir: a larger disk"
+	}
+	return r
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+)
+
+// TestCheckBeforeCopy: sluice check lists each check with pass, warn or
+// fail (exit 0, or 1 on a failure), and migrate --mode all runs the same
+// checks first: with binlog_format=STATEMENT it is refused at once, with
+// the fix, and nothing is created on the target (issue 16: the whole copy
+// ran first, and only replication found the format).
+func TestCheckBeforeCopy(t *testing.T) {
+	inst := sandboxtest.Start(t, "chk")
+	db := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, db, "CREATE DATABASE csrc", "CREATE TABLE csrc.t (id INT PRIMARY KEY)", "CREATE TABLE csrc.nokey (a INT)",
+		"INSERT INTO csrc.t VALUES (1)")
+	ep := inst.Endpoint()
+	cfg := verifyTask(t, strings.NewReplacer("vsrc", "csrc", "vdst", "cdst", "name: vt", "name: chk").Replace(
+		verifyTaskYAML(ep, ep, "csrc.*", "dir: "+t.TempDir()+"\n")))
+
+	out, _, err := runCLI(t, "check", "--config", cfg)
+	if err != nil {
+		t.Fatalf("check on a good source: %v\n%s", err, out)
+	}
+	for _, want := range []string{"pass  source connection", "pass  binlog and replication", "warn  table keys", "csrc.nokey", "pass  target writable", "pass  server-id"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+
+	sandboxtest.MustExec(t, db, "SET GLOBAL binlog_format = 'STATEMENT'")
+	defer db.Exec("SET GLOBAL binlog_format = 'ROW'") //nolint:errcheck // the sandbox goes anyway
+	out, _, err = runCLI(t, "check", "--config", cfg)
+	if !errors.Is(err, ErrChecksFailed) || exitCode(err) != 1 || !strings.Contains(out, "fail  binlog and replication") || !strings.Contains(out, "binlog_format is STATEMENT") {
+		t.Fatalf("check with binlog_format=STATEMENT: %v (exit %d)\n%s", err, exitCode(err), out)
+	}
+	_, _, err = runCLI(t, "migrate", "--config", cfg, "--mode", "all")
+	if !errors.Is(err, ErrChecksFailed) || exitCode(err) != 2 || !strings.Contains(err.Error(), "binlog_format is STATEMENT") || !strings.Contains(err.Error(), "(fix: ") {
+		t.Fatalf("migrate --mode all with binlog_format=STATEMENT: %v", err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN ('cdst', 'sluice_meta')").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the refused run created %d schemas on the target (%v)", n, err)
+	}
+}
