@@ -63,3 +63,26 @@ func TestProgressText(t *testing.T) {
 		t.Errorf("plain output expected off a terminal, got %q", b.String())
 	}
 }
+
+// TestProgressFits80Columns: a drawn line, at its longest (big counts, a
+// percentage and an ETA), fits an 80-column terminal, and a narrower one
+// gets it cut rather than wrapped (a wrapped line scrolls garbage when
+// redrawn in place).
+func TestProgressFits80Columns(t *testing.T) {
+	big := func() int64 { return 9_999_999_999 }
+	ph := progressPhase{Name: "dump", Rows: big, Bytes: big, Done: func() int64 { return 1 }, Total: func() int64 { return 3 }}
+	line := bar(ph, 12) + " " + phaseText(ph, 36*time.Hour)
+	if got := fitLine(line, 80); len([]rune(got)) > 79 {
+		t.Errorf("%d columns: %q", len([]rune(got)), got)
+	}
+	if len([]rune(line)) > 79 {
+		t.Logf("the longest line (%d columns) is cut at 79: %q", len([]rune(line)), line)
+	}
+	ph = progressPhase{Name: "load", Rows: func() int64 { return 123456 }, Bytes: func() int64 { return 50e6 }, Done: func() int64 { return 1 }, Total: func() int64 { return 4 }}
+	if line := bar(ph, 12) + " " + phaseText(ph, 10*time.Second); len([]rune(line)) > 79 {
+		t.Errorf("an ordinary line needs %d columns: %q", len([]rune(line)), line)
+	}
+	if got := fitLine("abcdef", 4); got != "abc" {
+		t.Errorf("fitLine = %q", got)
+	}
+}

@@ -93,11 +93,10 @@ func (p *progress) draw() {
 	if p.drawn > 1 {
 		fmt.Fprintf(&b, "\033[%dA", p.drawn-1)
 	}
+	width := termWidth(p.out)
 	for i, ph := range p.phases {
 		b.WriteString("\r\033[K")
-		b.WriteString(bar(ph, 24))
-		b.WriteString(" ")
-		b.WriteString(phaseText(ph, elapsed))
+		b.WriteString(fitLine(bar(ph, 12)+" "+phaseText(ph, elapsed), width))
 		if i < len(p.phases)-1 {
 			b.WriteString("\n")
 		}
@@ -136,13 +135,34 @@ func phaseText(ph progressPhase, elapsed time.Duration) string {
 	if s := elapsed.Seconds(); s > 0 {
 		mbs = float64(bytes) / 1e6 / s
 	}
-	s := fmt.Sprintf("%-5s %11d rows %9.1f MB %7.1f MB/s", ph.Name, rows, float64(bytes)/1e6, mbs)
+	s := fmt.Sprintf("%-5s %10d rows %8.1f MB %6.1f MB/s", ph.Name, rows, float64(bytes)/1e6, mbs)
 	if f := fraction(ph); f >= 0 {
 		s += fmt.Sprintf(" %3.0f%%", f*100)
 		if f > 0 && f < 1 {
 			eta := time.Duration(float64(elapsed) * (1 - f) / f)
 			s += " ETA " + eta.Round(time.Second).String()
 		}
+	}
+	return s
+}
+
+// termWidth is the terminal's width in columns (80 when unknown). A line
+// longer than the terminal wraps, and redrawing in place then scrolls
+// garbage up the screen.
+func termWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			return cols
+		}
+	}
+	return 80
+}
+
+// fitLine cuts s to fit a line of width columns (with the last column free,
+// where some terminals wrap).
+func fitLine(s string, width int) string {
+	if r := []rune(s); len(r) > width-1 && width > 1 {
+		return string(r[:width-1])
 	}
 	return s
 }
