@@ -150,7 +150,6 @@ func errResult(name string, err error) checkResult {
 	return r
 }
 
-
 func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult {
 	replicating := mode != "full"
 	var res []checkResult
