@@ -71,3 +71,36 @@ func TestStop(t *testing.T) {
 		t.Fatal("the task is still locked after stop returned")
 	}
 }
+
+// TestTaskList: sluice task list finds task directories under a root and
+// names each task's stage: running (with the pid holding its lock), or the
+// stage its status file last recorded, "gone" when the process died
+// without a clean stop.
+func TestTaskList(t *testing.T) {
+	root := t.TempDir()
+	stopped := filepath.Join(root, "a", "sluice-a")
+	gone := filepath.Join(root, "b", "sluice-b")
+	for d, st := range map[string]replicate.Status{stopped: {Task: "a", Stage: replicate.StageStopped}, gone: {Task: "b", Stage: replicate.StageRunning}} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := replicate.WriteStatus(d, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := filepath.Join(root, "c", "sluice-c")
+	unlock, err := replicate.LockTask(live, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	out, _, err := runCLI(t, "task", "list", "--dir", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a  ", "stopped", "gone (last seen running)", "copying (pid ", stopped, gone, live} {
+		if !strings.Contains(out, want) {
+			t.Errorf("task list lacks %q:\n%s", want, out)
+		}
+	}
+}
