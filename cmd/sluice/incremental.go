@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"sync"
+	"time"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/replicate"
@@ -28,9 +31,65 @@ func runIncremental(ctx context.Context, cfg *task.Config, start *sluice.Positio
 	if err != nil {
 		return err
 	}
-	t, err := replicate.New(rc, out)
+	if !isTerminal(out) {
+		t, err := replicate.New(rc, out)
+		if err != nil {
+			return err
+		}
+		return t.Run(ctx, start)
+	}
+	// On a terminal, a live line under the log: lag, rates, position.
+	lo := &liveOut{out: out}
+	t, err := replicate.New(rc, lo)
 	if err != nil {
 		return err
 	}
-	return t.Run(ctx, start)
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				s := t.Status()
+				lo.set(fitLine(fmt.Sprintf("%s lag %.1f s | %.0f events/s | %.0f txns/s | applied %s", s.Stage, s.LagSeconds, s.EventsPerSec, s.TxnsPerSec, s.Applied), termWidth(out)))
+			}
+		}
+	}()
+	err = t.Run(ctx, start)
+	close(done)
+	lo.set("")
+	return err
+}
+
+// liveOut writes the task's log lines above a status line that it redraws
+// in place: each log line first clears the status line, then draws it
+// again under itself.
+type liveOut struct {
+	mu   sync.Mutex
+	out  io.Writer
+	line string
+}
+
+func (l *liveOut) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.line != "" {
+		io.WriteString(l.out, "\r\033[K")
+	}
+	n, err := l.out.Write(p)
+	if l.line != "" {
+		io.WriteString(l.out, l.line)
+	}
+	return n, err
+}
+
+// set replaces the status line ("" removes it).
+func (l *liveOut) set(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	io.WriteString(l.out, "\r\033[K"+s)
+	l.line = s
 }

@@ -104,3 +104,19 @@ func TestTaskList(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveLine: on a terminal the task's log lines go above the live
+// status line, which is redrawn under each of them and removed at the end.
+func TestLiveLine(t *testing.T) {
+	var b strings.Builder
+	lo := &liveOut{out: &b}
+	lo.set("running lag 0.0 s")
+	if _, err := lo.Write([]byte("2026-11-25T00:00:00Z replicate x: reconnected\n")); err != nil {
+		t.Fatal(err)
+	}
+	lo.set("")
+	want := "\r\033[Krunning lag 0.0 s" + "\r\033[K2026-11-25T00:00:00Z replicate x: reconnected\nrunning lag 0.0 s" + "\r\033[K"
+	if b.String() != want {
+		t.Fatalf("got %q\nwant %q", b.String(), want)
+	}
+}
