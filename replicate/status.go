@@ -30,6 +30,7 @@ const (
 	StageRunning  = "running"
 	StageRetrying = "retrying" // the applier failed transiently and restarts from its checkpoint
 	StageStopped  = "stopped"
+	StagePaused   = "paused" // sluice pause: not reading nor applying until sluice resume
 	StageFailed   = "failed"
 )
 
@@ -193,7 +194,7 @@ func (m *metrics) update(s Status) {
 	m.relay.WithLabelValues("bytes").Set(float64(s.RelayBytes))
 	m.disk.WithLabelValues("avail").Set(float64(s.DiskFree))
 	m.disk.WithLabelValues("size").Set(float64(s.DiskSize))
-	for _, st := range []string{StageStarting, StageRunning, StageRetrying, StageStopped, StageFailed} {
+	for _, st := range []string{StageStarting, StageRunning, StageRetrying, StagePaused, StageStopped, StageFailed} {
 		v := 0.0
 		if st == s.Stage {
 			v = 1

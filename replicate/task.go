@@ -51,6 +51,10 @@ type Task struct {
 	read     sluice.Position
 	metAddr  string
 	met      *metrics // counts errors (setStage)
+	// Pause and Resume: a paused task has stopped reading and applying
+	// (its run context cancelled) until resumed.
+	runCancel context.CancelFunc
+	paused    chan struct{} // non-nil while paused; closed by Resume
 	prevAt   time.Time
 	prevEvts uint64
 	prevTxns uint64
@@ -91,7 +95,37 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 		return err
 	}
 	defer unlock()
-	err = t.run(ctx, start)
+	for {
+		rctx, cancel := context.WithCancel(ctx)
+		t.mu.Lock()
+		t.runCancel = cancel
+		t.mu.Unlock()
+		err = t.run(rctx, start)
+		cancel()
+		t.mu.Lock()
+		resumed := t.paused
+		t.mu.Unlock()
+		if resumed == nil || ctx.Err() != nil {
+			break
+		}
+		// Paused: the reader and the applier stopped as on a clean stop,
+		// with everything applied checkpointed; a resume runs again from
+		// the checkpoint, as a restart would.
+		if err != nil && !errors.Is(err, context.Canceled) {
+			break
+		}
+		err = nil
+		t.setStage(StagePaused, nil)
+		_ = WriteStatus(t.cfg.Dir, t.Status())
+		t.logf("paused; sluice resume --config continues")
+		select {
+		case <-ctx.Done():
+		case <-resumed:
+			t.logf("resumed")
+			continue
+		}
+		break
+	}
 	st := t.Status()
 	st.Stage = StageStopped
 	if err != nil {
@@ -627,3 +661,29 @@ func (t *Task) statusLoop(ctx context.Context, m *metrics) {
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// Pause stops reading and applying until Resume, keeping the process (and
+// the task lock). It reports false when the task is paused already.
+func (t *Task) Pause() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.paused != nil || t.runCancel == nil {
+		return false
+	}
+	t.paused = make(chan struct{})
+	t.runCancel()
+	return true
+}
+
+// Resume continues a paused task from its checkpoint. It reports false
+// when the task is not paused.
+func (t *Task) Resume() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.paused == nil {
+		return false
+	}
+	close(t.paused)
+	t.paused = nil
+	return true
+}

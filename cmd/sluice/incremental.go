@@ -36,6 +36,7 @@ func runIncremental(ctx context.Context, cfg *task.Config, start *sluice.Positio
 		if err != nil {
 			return err
 		}
+		defer setPauser(t)()
 		return t.Run(ctx, start)
 	}
 	// On a terminal, a live line under the log: lag, rates, position.
@@ -44,6 +45,7 @@ func runIncremental(ctx context.Context, cfg *task.Config, start *sluice.Positio
 	if err != nil {
 		return err
 	}
+	defer setPauser(t)()
 	done := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(time.Second)

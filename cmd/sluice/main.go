@@ -64,6 +64,7 @@ func exitCode(err error) int {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	handlePauseSignals()
 	endProfile := startProfile()
 	err := newRoot().ExecuteContext(ctx)
 	endProfile()

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+	"github.com/sluice-db/sluice/replicate"
+)
+
+// TestPauseResume: sluice pause stops a task's reading and applying (its
+// binlog connection to the source ends) and keeps the process; sluice
+// resume continues from the checkpoint, and what the source wrote
+// meanwhile arrives. The task runs in this test's process, so the signals
+// go to it: the handlers are installed as main installs them.
+func TestPauseResume(t *testing.T) {
+	handlePauseSignals()
+	inst := sandboxtest.Start(t, "pause")
+	db := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, db, "CREATE DATABASE psrc2", "CREATE TABLE psrc2.t (id INT PRIMARY KEY)", "INSERT INTO psrc2.t VALUES (1)")
+	ep := inst.Endpoint()
+	dir := t.TempDir()
+	cfg := verifyTask(t, strings.NewReplacer("vsrc", "psrc2", "vdst", "pdst2", "name: vt", "name: pt").Replace(
+		verifyTaskYAML(ep, ep, "psrc2.*", "dir: "+dir+"\n")))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuf
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot()
+		root.SetOut(&out)
+		root.SetErr(io.Discard)
+		root.SetArgs([]string{"migrate", "--config", cfg, "--mode", "all"})
+		done <- root.ExecuteContext(ctx)
+	}()
+	for {
+		if s, err := replicate.ReadStatus(dir); err == nil && s.Stage == replicate.StageRunning {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("migrate stopped: %v\n%s", err, out.String())
+		default:
+		}
+	}
+	dumps := func() int {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if o, _, err := runCLI(t, "pause", "--config", cfg); err != nil || !strings.Contains(o, "paused") {
+		t.Fatalf("pause: %v %q", err, o)
+	}
+	for dumps() > 0 { // the paused task lets go of the source's binlog
+		select {
+		case err := <-done:
+			t.Fatalf("migrate stopped while paused: %v\n%s", err, out.String())
+		default:
+		}
+	}
+	sandboxtest.MustExec(t, db, "INSERT INTO psrc2.t VALUES (2)")
+	if st, _, _ := runCLI(t, "status", "--config", cfg); !strings.Contains(st, "paused") {
+		t.Fatalf("status while paused:\n%s", st)
+	}
+	if o, _, err := runCLI(t, "resume", "--config", cfg); err != nil || !strings.Contains(o, "running") {
+		t.Fatalf("resume: %v %q", err, o)
+	}
+	for {
+		var n int
+		if db.QueryRow("SELECT COUNT(*) FROM pdst2.t WHERE id = 2").Scan(&n) == nil && n == 1 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("migrate stopped after resume: %v\n%s", err, out.String())
+		default:
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("clean stop: %v", err)
+	}
+}
