@@ -48,16 +48,16 @@ type Task struct {
 	// that are no transaction (rotate, format description, Gtid_list,
 	// binlog checkpoint) move it but never the applied checkpoint, so lag
 	// compares the source with it, not with the checkpoint.
-	read     sluice.Position
-	metAddr  string
-	met      *metrics // counts errors (setStage)
+	read    sluice.Position
+	metAddr string
+	met     *metrics // counts errors (setStage)
 	// Pause and Resume: a paused task has stopped reading and applying
 	// (its run context cancelled) until resumed.
 	runCancel context.CancelFunc
 	paused    chan struct{} // non-nil while paused; closed by Resume
-	prevAt   time.Time
-	prevEvts uint64
-	prevTxns uint64
+	prevAt    time.Time
+	prevEvts  uint64
+	prevTxns  uint64
 }
 
 type pendingTxn struct {
