@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,25 @@ type target struct {
 	tjOnce    sync.Once
 	tj        *tableJob
 	tjErr     error
+	// done counts the chunks this run committed (Progress).
+	done atomic.Int64
+}
+
+// TableProgress is one table's share of the copy: chunks this run committed
+// of those it loads.
+type TableProgress struct {
+	Table       sluice.TableRef
+	Done, Total int64
+}
+
+// Progress lists every table's progress, by name.
+func (l *Loader) Progress() []TableProgress {
+	out := make([]TableProgress, 0, len(l.tables))
+	for _, t := range l.tables {
+		out = append(out, TableProgress{Table: t.ref, Done: t.done.Load(), Total: int64(t.pending)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Table.String() < out[j].Table.String() })
+	return out
 }
 
 // TableSpec is one source table and its chunk plan.
@@ -513,6 +533,7 @@ func (l *Loader) loadChunk(ctx context.Context, j *job) (err error) {
 	}
 	l.stats.Rows.Add(loaded)
 	l.stats.Chunks.Add(1)
+	j.tgt.done.Add(1)
 	l.stats.markEnd()
 	return nil
 }

@@ -193,6 +193,7 @@ func (l *Loader) runTable(ctx context.Context, tj *job) (err error) {
 	}
 	l.stats.Rows.Add(loaded)
 	l.stats.Chunks.Add(int64(len(sr.got)))
+	tj.tgt.done.Add(int64(len(sr.got)))
 	l.stats.markEnd()
 	return nil
 }

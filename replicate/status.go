@@ -30,9 +30,27 @@ const (
 	StageRunning  = "running"
 	StageRetrying = "retrying" // the applier failed transiently and restarts from its checkpoint
 	StageStopped  = "stopped"
-	StagePaused   = "paused" // sluice pause: not reading nor applying until sluice resume
+	StagePaused   = "paused"  // sluice pause: not reading nor applying until sluice resume
+	StageCopying  = "copying" // the full copy of migrate runs (Status.Copy)
 	StageFailed   = "failed"
 )
+
+// CopyStatus is the progress of migrate's full copy.
+type CopyStatus struct {
+	Rows        int64       `json:"rows"`
+	Bytes       int64       `json:"bytes"`
+	ChunksDone  int64       `json:"chunks_done"`
+	ChunksTotal int64       `json:"chunks_total"`
+	ETASeconds  float64     `json:"eta_seconds,omitempty"`
+	Tables      []TableCopy `json:"tables"`
+}
+
+// TableCopy is one table's chunks: committed by this run, and to load.
+type TableCopy struct {
+	Table string `json:"table"`
+	Done  int64  `json:"done"`
+	Total int64  `json:"total"`
+}
 
 // StatusFile is the status snapshot inside the task directory.
 const StatusFile = "status.json"
@@ -67,6 +85,8 @@ type Status struct {
 	MissingRows uint64 `json:"missing_rows,omitempty"`
 	// RelayBytes is the size of the relay log's files on disk.
 	RelayBytes int64 `json:"relay_bytes"`
+	// Copy is the full copy's progress while migrate copies.
+	Copy *CopyStatus `json:"copy,omitempty"`
 	// DiskFree and DiskSize are the bytes available to sluice and in all
 	// on the file system that holds the relay log.
 	DiskFree    uint64 `json:"disk_free"`

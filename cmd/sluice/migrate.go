@@ -303,9 +303,6 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	if err := l.Prepare(ctx, snap, specs); err != nil {
 		return nil, err
 	}
-	if afterPrepare != nil {
-		afterPrepare()
-	}
 	if d.NoSnapshot() {
 		logf(out, "migrate %s: %d tables, nothing left to copy (no snapshot taken)", cfg.Name, len(specs))
 	} else {
@@ -325,6 +322,10 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	prog := startProgress(out, f.progressEvery,
 		progressPhase{Name: "dump", Rows: ds.Rows.Load, Bytes: ds.Bytes.Load, Done: ds.Chunks.Load, Total: ds.TotalChunks.Load},
 		progressPhase{Name: "load", Rows: ls.Rows.Load, Bytes: ls.Bytes.Load, Done: ls.Chunks.Load, Total: ls.TotalChunks.Load})
+	rep := startCopyReporter(cfg, ds, l)
+	if afterPrepare != nil {
+		afterPrepare()
+	}
 	l.Start(ctx)
 	dumpStart := time.Now()
 	derr := d.Run(ctx, streamSink{l})
@@ -334,6 +335,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	}
 	lerr := l.Wait()
 	prog.Stop()
+	rep.Stop(errors.Join(derr, lerr, ctx.Err()))
 	if ctx.Err() != nil {
 		return nil, interrupted("migrate")
 	}

@@ -110,6 +110,16 @@ func printStatus(w io.Writer, s replicate.Status, running bool, dir string) {
 		row("metrics", "http://"+s.MetricsAddr+"/metrics")
 	}
 	row("updated", s.Updated.Local().Format(time.RFC3339))
+	if c := s.Copy; c != nil {
+		eta := ""
+		if c.ETASeconds > 0 {
+			eta = ", ETA " + (time.Duration(c.ETASeconds) * time.Second).String()
+		}
+		row("copy", fmt.Sprintf("%d rows, %.1f MB, %d of %d chunks%s", c.Rows, float64(c.Bytes)/1e6, c.ChunksDone, c.ChunksTotal, eta))
+		for _, t := range c.Tables {
+			row("  table", fmt.Sprintf("%s: %d of %d chunks", t.Table, t.Done, t.Total))
+		}
+	}
 	if s.Error != "" {
 		row("error", s.Error)
 	}
@@ -123,9 +133,14 @@ func printStatus(w io.Writer, s replicate.Status, running bool, dir string) {
 // task and it has not failed; otherwise an ErrNotRunning that says why.
 func healthError(s replicate.Status, running bool) error {
 	switch {
+	case s.Stage == replicate.StageCopying && running:
+		return nil
 	case s.Stage == replicate.StageFailed:
 		return &sluice.Error{Op: "status", Err: fmt.Errorf("%w: task %s failed: %s", sluice.ErrNotRunning, s.Task, s.Error),
 			Hint: "fix what the error names, then start the task again with the same command"}
+	case !running && s.Stage == replicate.StageStopped && s.Applied.File == "" && s.Copy != nil:
+		return &sluice.Error{Op: "status", Err: fmt.Errorf("%w: task %s's copy ended (%d of %d chunks of this run loaded)", sluice.ErrNotRunning, s.Task, s.Copy.ChunksDone, s.Copy.ChunksTotal),
+			Hint: "sluice migrate --mode all replicates from the copy's snapshot; the same command resumes an interrupted copy"}
 	case !running && s.Stage == replicate.StageStopped:
 		return &sluice.Error{Op: "status", Err: fmt.Errorf("%w: task %s was stopped cleanly at %s", sluice.ErrNotRunning, s.Task, s.Applied.String()),
 			Hint: "start it again with the same command to resume"}
