@@ -122,6 +122,9 @@ func mentionsSelected(q string, d *Decoder) bool {
 
 // ddlStmt applies one statement to the tracker and returns its target form.
 func (d *Decoder) ddlStmt(def string, st ast.StmtNode) ([]string, error) {
+	if out, handled, err := d.online(def, st); handled {
+		return out, err
+	}
 	var names []*ast.TableName // every table name to route
 	switch s := st.(type) {
 	case *ast.CreateTableStmt:

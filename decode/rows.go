@@ -40,7 +40,12 @@ func (d *Decoder) selected(ref sluice.TableRef) bool {
 	if systemSchemas[strings.ToLower(ref.Schema)] {
 		return false
 	}
-	return d.cfg.Selected == nil || d.cfg.Selected(ref)
+	if !(d.cfg.Selected == nil || d.cfg.Selected(ref)) {
+		return false
+	}
+	// An online schema change's helper tables stay off the target (online.go).
+	_, _, ghost := d.ghostOf(ref)
+	return !ghost
 }
 
 func (d *Decoder) route(ref sluice.TableRef) sluice.TableRef {

@@ -31,6 +31,11 @@ type Tracker struct {
 	// orReplace is the statement the last Parse read from CREATE OR
 	// REPLACE TABLE, if any.
 	orReplace ast.StmtNode
+	// online holds, by ghost table ("schema._t_gho"), the ALTER statements
+	// an online schema change tool (gh-ost, pt-online-schema-change) ran
+	// on it, to be applied to the real table at the cut-over. Saved with
+	// the rest, so that a restart in between loses none.
+	online map[string][]string
 }
 
 // tableDef is the tracked form of a table: keys by column name, so that
@@ -127,15 +132,16 @@ func (t *Tracker) Tables() []sluice.TableRef {
 }
 
 type snapshot struct {
-	Version uint64      `json:"version"`
-	Tables  []*tableDef `json:"tables"`
+	Version uint64              `json:"version"`
+	Tables  []*tableDef         `json:"tables"`
+	Online  map[string][]string `json:"online,omitempty"`
 }
 
 // Snapshot serialises the tracker, to be stored with the checkpoint.
 func (t *Tracker) Snapshot() ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := snapshot{Version: t.version}
+	s := snapshot{Version: t.version, Online: t.online}
 	for _, d := range t.tables {
 		s.Tables = append(s.Tables, d)
 	}
@@ -156,7 +162,54 @@ func (t *Tracker) Restore(b []byte) error {
 		t.tables[keyOf(d.Ref)] = d
 	}
 	t.version = s.Version
+	t.online = s.Online
 	return nil
+}
+
+// StartOnline records that ghost (lower-case "schema.table") is the ghost
+// table of an online schema change, with no ALTER yet.
+func (t *Tracker) StartOnline(ghost string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.online == nil {
+		t.online = map[string][]string{}
+	}
+	t.online[ghost] = []string{}
+	t.version++
+}
+
+// AddOnline records an ALTER of ghost, in the source's text; false when
+// ghost is no ghost table being tracked.
+func (t *Tracker) AddOnline(ghost, alter string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.online[ghost]; !ok {
+		return false
+	}
+	t.online[ghost] = append(t.online[ghost], alter)
+	t.version++
+	return true
+}
+
+// TakeOnline returns ghost's ALTERs and forgets them (the cut-over);
+// false when ghost is no ghost table being tracked.
+func (t *Tracker) TakeOnline(ghost string) ([]string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.online[ghost]
+	if ok {
+		delete(t.online, ghost)
+		t.version++
+	}
+	return a, ok
+}
+
+// IsOnline reports whether ghost is a ghost table being tracked.
+func (t *Tracker) IsOnline(ghost string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.online[ghost]
+	return ok
 }
 
 // build returns the table, with PK chosen as Inspect does: the primary
