@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-db/sluice"
@@ -103,12 +104,32 @@ func AddHandle(dir string, h Handle) error {
 // handler is the decoder's Config.Handle over the task's handles; it marks
 // a handle used the first time replication meets its statement.
 type handler struct {
+	mu  sync.Mutex
 	dir string
 	hs  []Handle
 	log func(format string, args ...any)
 }
 
+// used counts the skips and replacements replication has met.
+func (h *handler) used() (skipped, replaced uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, x := range h.hs {
+		if x.Used.IsZero() {
+			continue
+		}
+		if x.Action == "skip" {
+			skipped++
+		} else {
+			replaced++
+		}
+	}
+	return
+}
+
 func (h *handler) handle(gtid string, pos sluice.Position) *decode.Handling {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for i := range h.hs {
 		x := &h.hs[i]
 		match := x.GTID != "" && x.GTID == gtid ||

@@ -83,6 +83,10 @@ type Status struct {
 	// MissingRows counts the row changes skipped because their row was
 	// not on the target (incremental.on-missing-row: skip).
 	MissingRows uint64 `json:"missing_rows,omitempty"`
+	// Skipped and Replaced count the statements and transactions that
+	// sluice skip and sluice replace took out of this run's stream.
+	Skipped  uint64 `json:"skipped,omitempty"`
+	Replaced uint64 `json:"replaced,omitempty"`
 	// RelayBytes is the size of the relay log's files on disk.
 	RelayBytes int64 `json:"relay_bytes"`
 	// Copy is the full copy's progress while migrate copies.
@@ -195,6 +199,8 @@ func newMetrics(task string) *metrics {
 		counter("replication", "transactions_total", "source transactions applied since the task started", func(s *Status) float64 { return float64(s.Txns) }),
 		counter("replication", "rows_total", "row changes applied since the task started", func(s *Status) float64 { return float64(s.Rows) }),
 		counter("replication", "ddl_total", "DDL statements applied since the task started", func(s *Status) float64 { return float64(s.DDL) }),
+		counter("replication", "skipped_total", "source statements or transactions skipped by sluice skip since the task started", func(s *Status) float64 { return float64(s.Skipped) }),
+		counter("replication", "replaced_total", "source statements replaced by sluice replace since the task started", func(s *Status) float64 { return float64(s.Replaced) }),
 		counter("replication", "reconnects_total", "reconnections to the source since the task started", func(s *Status) float64 { return float64(s.Reconnects) }),
 		counter("apply", "restarts_total", "applier restarts from its checkpoint after a transient error", func(s *Status) float64 { return float64(s.Restarts) }),
 		counter("apply", "missing_rows_total", "row changes (UPDATE, DELETE) skipped because their row was not on the target (incremental.on-missing-row: skip)",

@@ -54,6 +54,7 @@ type Task struct {
 	// Pause and Resume: a paused task has stopped reading and applying
 	// (its run context cancelled) until resumed.
 	runCancel context.CancelFunc
+	handles   *handler      // sluice skip / replace of this run
 	paused    chan struct{} // non-nil while paused; closed by Resume
 	prevAt    time.Time
 	prevEvts  uint64
@@ -381,7 +382,11 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 		return err
 	}
 	if len(hs) > 0 && dcfg.Handle == nil {
-		dcfg.Handle = (&handler{dir: t.cfg.Dir, hs: hs, log: t.logf}).handle
+		h := &handler{dir: t.cfg.Dir, hs: hs, log: t.logf}
+		dcfg.Handle = h.handle
+		t.mu.Lock()
+		t.handles = h
+		t.mu.Unlock()
 	}
 	dec, err := decode.New(dcfg, tracker)
 	if err != nil {
@@ -575,6 +580,9 @@ func (t *Task) Status() Status {
 		s.MissingRows += as.MissingRows
 	}
 	if t.rlog != nil {
+		if t.handles != nil {
+			s.Skipped, s.Replaced = t.handles.used()
+		}
 		s.Relay = t.rlog.End()
 		files := t.rlog.Files()
 		s.RelayFiles = len(files)
