@@ -16,6 +16,7 @@ import (
 type dtxSecurity struct {
 	tokenFile string
 	maxConns  int
+	memLimit  int64
 }
 
 // token is the bearer token the API requires: the first line of
