@@ -169,42 +169,18 @@ func TestMigrateAllDDLAfterSnapshot(t *testing.T) {
 		"ALTER TABLE asrc.k DROP COLUMN c",
 		"UPDATE asrc.k SET a = a + 1000 WHERE a <= 10", "UPDATE asrc.t SET c1 = -c1 WHERE id <= 10")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out syncBuf
-	done := make(chan error, 1)
-	go func() {
-		root := newRoot()
-		root.SetOut(&out)
-		root.SetErr(io.Discard)
-		root.SetArgs([]string{"migrate", "--config", cfgPath, "--mode", "all"})
-		done <- root.ExecuteContext(ctx)
-	}()
+	r := startMigrateAll(cfgPath)
+	defer r.stop()
 	// The target catches up with the source as of the copy's end (the
 	// summary's "snapshot position" line) and after it.
-	for !strings.Contains(out.String(), "snapshot position:") {
-		select {
-		case err := <-done:
-			t.Fatalf("migrate --mode all stopped: %v\n%s", err, out.String())
-		default:
-		}
+	if !r.waitOutput("snapshot position:") {
+		t.Fatalf("migrate --mode all stopped: %v\n%s", r.err, r.out.String())
 	}
 	sandboxtest.MustExec(t, db, "INSERT INTO asrc.k VALUES (7, 7)", "DELETE FROM asrc.t WHERE id = 300", "UPDATE asrc.k SET b = -b WHERE a = 7")
-	var gtid string
-	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
-		t.Fatal(err)
+	if !r.caughtUp(t, db, "at") {
+		t.Fatalf("migrate --mode all stopped: %v\n%s", r.err, r.out.String())
 	}
-	for caught := false; !caught; {
-		select {
-		case err := <-done:
-			t.Fatalf("migrate --mode all stopped: %v\n%s", err, out.String())
-		default:
-		}
-		var have string
-		caught = db.QueryRow("SELECT gtid_set FROM sluice_meta.apply_checkpoint WHERE task = 'at' ORDER BY seq DESC LIMIT 1").Scan(&have) == nil && gtidAtLeast(have, gtid)
-	}
-	cancel()
-	<-done
+	r.stop()
 	for _, tb := range []string{"t", "k"} {
 		var n string
 		var srcSum, dstSum int64
@@ -219,7 +195,7 @@ func TestMigrateAllDDLAfterSnapshot(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		t.Log(out.String())
+		t.Log(r.out.String())
 	}
 }
 
@@ -299,4 +275,79 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// migrateRun is `sluice migrate --mode all` running in this process, for
+// the tests that drive the source while it replicates.
+type migrateRun struct {
+	out    syncBuf
+	done   chan error
+	cancel context.CancelFunc
+	ended  bool
+	err    error
+}
+
+// startMigrateAll starts migrate --mode all on the task file cfg.
+func startMigrateAll(cfg string) *migrateRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &migrateRun{done: make(chan error, 1), cancel: cancel}
+	go func() {
+		root := newRoot()
+		root.SetOut(&r.out)
+		root.SetErr(io.Discard)
+		root.SetArgs([]string{"migrate", "--config", cfg, "--mode", "all"})
+		r.done <- root.ExecuteContext(ctx)
+	}()
+	return r
+}
+
+// exited reports, without waiting, whether the run has ended.
+func (r *migrateRun) exited() bool {
+	if r.ended {
+		return true
+	}
+	select {
+	case r.err = <-r.done:
+		r.ended = true
+	default:
+	}
+	return r.ended
+}
+
+// waitOutput waits until the output holds s; false when the run ended first.
+func (r *migrateRun) waitOutput(s string) bool {
+	for !strings.Contains(r.out.String(), s) {
+		if r.exited() {
+			return false
+		}
+	}
+	return true
+}
+
+// caughtUp waits until task's checkpoint on db covers the source's
+// gtid_binlog_pos as of now; false when the run ended first.
+func (r *migrateRun) caughtUp(t *testing.T, db *sql.DB, task string) bool {
+	t.Helper()
+	var gtid string
+	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if r.exited() {
+			return false
+		}
+		var have string
+		if db.QueryRow("SELECT gtid_set FROM sluice_meta.apply_checkpoint WHERE task = ? ORDER BY seq DESC LIMIT 1", task).Scan(&have) == nil && gtidAtLeast(have, gtid) {
+			return true
+		}
+	}
+}
+
+// stop ends the run (a clean stop) and returns how it ended.
+func (r *migrateRun) stop() error {
+	r.cancel()
+	if !r.ended {
+		r.err, r.ended = <-r.done, true
+	}
+	return r.err
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
@@ -50,46 +48,22 @@ func TestPatternForTablesCreatedLater(t *testing.T) {
 	if _, _, err := runCLI(t, "migrate", "--config", cfg, "--mode", "full"); !errors.Is(err, sluice.ErrUnknownTable) {
 		t.Fatalf("--mode full with a pattern that matches nothing: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out syncBuf
-	done := make(chan error, 1)
-	go func() {
-		root := newRoot()
-		root.SetOut(&out)
-		root.SetErr(io.Discard)
-		root.SetArgs([]string{"migrate", "--config", cfg, "--mode", "all"})
-		done <- root.ExecuteContext(ctx)
-	}()
-	for !strings.Contains(out.String(), "replicate plater:") {
-		select {
-		case err := <-done:
-			t.Fatalf("migrate --mode all stopped: %v\n%s", err, out.String())
-		default:
-		}
+	r := startMigrateAll(cfg)
+	defer r.stop()
+	if !r.waitOutput("replicate plater:") {
+		t.Fatalf("migrate --mode all stopped: %v\n%s", r.err, r.out.String())
 	}
-	if !strings.Contains(out.String(), `warning: tables.include pattern "later.*" matches no table on the source yet`) {
-		t.Errorf("no warning for the pattern:\n%s", out.String())
+	if !strings.Contains(r.out.String(), `warning: tables.include pattern "later.*" matches no table on the source yet`) {
+		t.Errorf("no warning for the pattern:\n%s", r.out.String())
 	}
 	sandboxtest.MustExec(t, db, "CREATE DATABASE later", "CREATE TABLE later.t (id INT PRIMARY KEY, v VARCHAR(8))",
 		"INSERT INTO later.t VALUES (1, 'a'), (2, 'b')", "UPDATE later.t SET v = 'c' WHERE id = 2")
-	var gtid string
-	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
-		t.Fatal(err)
+	if !r.caughtUp(t, db, "plater") {
+		t.Fatalf("migrate --mode all stopped: %v\n%s", r.err, r.out.String())
 	}
-	for caught := false; !caught; {
-		select {
-		case err := <-done:
-			t.Fatalf("migrate --mode all stopped: %v\n%s", err, out.String())
-		default:
-		}
-		var have string
-		caught = db.QueryRow("SELECT gtid_set FROM sluice_meta.apply_checkpoint WHERE task = 'plater' ORDER BY seq DESC LIMIT 1").Scan(&have) == nil && gtidAtLeast(have, gtid)
-	}
-	cancel()
-	<-done
+	r.stop()
 	var got string
 	if err := db.QueryRow("SELECT GROUP_CONCAT(id, v ORDER BY id) FROM ldst.t").Scan(&got); err != nil || got != "1a,2c" {
-		t.Fatalf("ldst.t holds %q (%v), want 1a,2c\n%s", got, err, out.String())
+		t.Fatalf("ldst.t holds %q (%v), want 1a,2c\n%s", got, err, r.out.String())
 	}
 }

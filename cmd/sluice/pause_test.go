@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
 	"strings"
 	"testing"
 
@@ -24,25 +22,14 @@ func TestPauseResume(t *testing.T) {
 	dir := t.TempDir()
 	cfg := verifyTask(t, strings.NewReplacer("vsrc", "psrc2", "vdst", "pdst2", "name: vt", "name: pt").Replace(
 		verifyTaskYAML(ep, ep, "psrc2.*", "dir: "+dir+"\n")))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out syncBuf
-	done := make(chan error, 1)
-	go func() {
-		root := newRoot()
-		root.SetOut(&out)
-		root.SetErr(io.Discard)
-		root.SetArgs([]string{"migrate", "--config", cfg, "--mode", "all"})
-		done <- root.ExecuteContext(ctx)
-	}()
+	r := startMigrateAll(cfg)
+	defer r.stop()
 	for {
 		if s, err := replicate.ReadStatus(dir); err == nil && s.Stage == replicate.StageRunning {
 			break
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("migrate stopped: %v\n%s", err, out.String())
-		default:
+		if r.exited() {
+			t.Fatalf("migrate stopped: %v\n%s", r.err, r.out.String())
 		}
 	}
 	dumps := func() int {
@@ -56,10 +43,8 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("pause: %v %q", err, o)
 	}
 	for dumps() > 0 { // the paused task lets go of the source's binlog
-		select {
-		case err := <-done:
-			t.Fatalf("migrate stopped while paused: %v\n%s", err, out.String())
-		default:
+		if r.exited() {
+			t.Fatalf("migrate stopped while paused: %v\n%s", r.err, r.out.String())
 		}
 	}
 	sandboxtest.MustExec(t, db, "INSERT INTO psrc2.t VALUES (2)")
@@ -74,14 +59,11 @@ func TestPauseResume(t *testing.T) {
 		if db.QueryRow("SELECT COUNT(*) FROM pdst2.t WHERE id = 2").Scan(&n) == nil && n == 1 {
 			break
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("migrate stopped after resume: %v\n%s", err, out.String())
-		default:
+		if r.exited() {
+			t.Fatalf("migrate stopped after resume: %v\n%s", r.err, r.out.String())
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := r.stop(); err != nil {
 		t.Fatalf("clean stop: %v", err)
 	}
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,42 +28,16 @@ func TestSkipAndReplace(t *testing.T) {
 	// run starts migrate --mode all, runs stmts once replication runs, and
 	// returns how the task ended (nil: stopped by the test once caught up).
 	run := func(stmts ...string) (string, error) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var out syncBuf
-		done := make(chan error, 1)
-		go func() {
-			root := newRoot()
-			root.SetOut(&out)
-			root.SetErr(io.Discard)
-			root.SetArgs([]string{"migrate", "--config", cfg, "--mode", "all"})
-			done <- root.ExecuteContext(ctx)
-		}()
-		for !strings.Contains(out.String(), "replicate hs:") {
-			select {
-			case err := <-done:
-				return out.String(), err
-			default:
-			}
+		r := startMigrateAll(cfg)
+		defer r.stop()
+		if !r.waitOutput("replicate hs:") {
+			return r.out.String(), r.err
 		}
 		sandboxtest.MustExec(t, db, stmts...)
-		var gtid string
-		if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
-			t.Fatal(err)
+		if !r.caughtUp(t, db, "hs") {
+			return r.out.String(), r.err
 		}
-		for {
-			select {
-			case err := <-done:
-				return out.String(), err
-			default:
-			}
-			var have string
-			if db.QueryRow("SELECT gtid_set FROM sluice_meta.apply_checkpoint WHERE task = 'hs' ORDER BY seq DESC LIMIT 1").Scan(&have) == nil && gtidAtLeast(have, gtid) {
-				cancel()
-				<-done
-				return out.String(), nil
-			}
-		}
+		return r.out.String(), r.stop()
 	}
 
 	out, err := run("ALTER TABLE hsrc.t ADD INDEX ix (v) IGNORED", "INSERT INTO hsrc.t VALUES (100, 100)")
