@@ -47,10 +47,7 @@ when nothing fails, 1 when a check fails.`,
   sluice check --config task.yaml --mode full   # only what a copy alone needs`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if config == "" {
-				return &sluice.Error{Op: "check", Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml"}
-			}
-			cfg, err := task.Load(config)
+			cfg, err := taskFromFlag("check", config)
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/replicate"
-	"github.com/sluice-db/sluice/task"
 )
 
 // sluice pause and resume signal the process that runs the task: SIGUSR1
@@ -81,10 +80,7 @@ func newPauseCmd(action string) *cobra.Command {
 		Example: "  sluice " + action + " --config task.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if config == "" {
-				return &sluice.Error{Op: action, Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml"}
-			}
-			cfg, err := task.Load(config)
+			cfg, err := taskFromFlag(action, config)
 			if err != nil {
 				return err
 			}

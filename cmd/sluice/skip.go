@@ -50,10 +50,7 @@ the task directory (` + replicate.HandlesFile + `) and shown by sluice status.`,
 		}[action],
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if config == "" {
-				return &sluice.Error{Op: action, Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml"}
-			}
-			cfg, err := task.Load(config)
+			cfg, err := taskFromFlag(action, config)
 			if err != nil {
 				return err
 			}

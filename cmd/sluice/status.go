@@ -35,10 +35,7 @@ transactions/s. The same figures are served as Prometheus metrics on the
 task's metrics-addr.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if config == "" {
-				return &sluice.Error{Op: "status", Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml"}
-			}
-			cfg, err := task.Load(config)
+			cfg, err := taskFromFlag("status", config)
 			if err != nil {
 				return err
 			}
@@ -149,4 +146,12 @@ func healthError(s replicate.Status, running bool) error {
 			Hint: "start it again with the same command; it resumes from its checkpoint"}
 	}
 	return nil
+}
+
+// taskFromFlag reads the task file a command's --config names.
+func taskFromFlag(op, config string) (*task.Config, error) {
+	if config == "" {
+		return nil, &sluice.Error{Op: op, Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml"}
+	}
+	return task.Load(config)
 }

@@ -31,10 +31,7 @@ task resumes it.`,
   sluice stop --config task.yaml --wait 5m && sluice status --config task.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if config == "" {
-				return &sluice.Error{Op: "stop", Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml"}
-			}
-			cfg, err := task.Load(config)
+			cfg, err := taskFromFlag("stop", config)
 			if err != nil {
 				return err
 			}
