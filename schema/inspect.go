@@ -6,9 +6,12 @@ package schema
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-db/sluice"
 )
@@ -35,6 +38,10 @@ func ListTables(ctx context.Context, db *sql.DB, keep func(sluice.TableRef) bool
 	}
 	return out, rows.Err()
 }
+
+// afterColumnsHook, set by tests, runs between the reading of a table's
+// columns and the rest of its inspection.
+var afterColumnsHook func(sluice.TableRef)
 
 // Inspect reads one table's columns and keys. It returns an error wrapping
 // sluice.ErrUnknownTable if the table does not exist.
@@ -66,11 +73,20 @@ func Inspect(ctx context.Context, db *sql.DB, ref sluice.TableRef) (*sluice.Tabl
 	if len(t.Columns) == 0 {
 		return nil, &sluice.Error{Op: "inspect " + ref.String(), Err: fmt.Errorf("%w: %s does not exist", sluice.ErrUnknownTable, ref), Hint: "check the table name and the task's tables patterns"}
 	}
+	if afterColumnsHook != nil {
+		afterColumnsHook(ref)
+	}
 	if err := inspectKeys(ctx, db, t); err != nil {
 		return nil, err
 	}
 	var name, create string
 	if err := db.QueryRowContext(ctx, "SHOW CREATE TABLE "+ref.Quoted()).Scan(&name, &create); err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1146 {
+			// Dropped or renamed since its columns were read (difftest
+			// bug V): as missing as if it had never been listed.
+			return nil, &sluice.Error{Op: "inspect " + ref.String(), Err: fmt.Errorf("%w: %s does not exist (any more)", sluice.ErrUnknownTable, ref), Hint: "check the table name and the task's tables patterns"}
+		}
 		return nil, err
 	}
 	t.CreateSQL = create
