@@ -190,3 +190,33 @@ func keySet(keys [][]int) string {
 	}
 	return strings.Join(s, ";")
 }
+
+// Preflight refuses, before anything is written, a target table that a
+// first run of a task could not load: one whose definition differs from
+// src's, or that holds rows this task did not load. It is what Prepare
+// refuses too, asked before the task's metadata or any table is created
+// (issue 16: a refused run created nothing but sluice_meta and some tables
+// was not true). nil when tgt is missing or would be loaded.
+func Preflight(ctx context.Context, db *sql.DB, src *sluice.Table, tgt sluice.TableRef) error {
+	have, err := schema.Inspect(ctx, db, tgt)
+	if errors.Is(err, sluice.ErrUnknownTable) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if diff := definitionDiff(src, have); diff != "" {
+		return &sluice.Error{Op: "target table " + tgt.String(), Err: fmt.Errorf("%w from source %s: %s", sluice.ErrSchemaMismatch, src.Ref, diff),
+			Hint: "drop or rename the target table (sluice creates it), make it match the source, or exclude " + src.Ref.String() + " in tables.exclude"}
+	}
+	var one int
+	err = db.QueryRowContext(ctx, "SELECT 1 FROM "+tgt.Quoted()+" LIMIT 1").Scan(&one)
+	if err == nil {
+		return &sluice.Error{Op: "target table " + tgt.String(), Err: fmt.Errorf("%w: it already holds rows that this task did not load", sluice.ErrSchemaMismatch),
+			Hint: "empty or drop the target table, or exclude " + src.Ref.String() + " in tables.exclude"}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	return err
+}

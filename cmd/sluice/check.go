@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/binlog"
 	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/load"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/schema"
 	"github.com/sluice-db/sluice/task"
@@ -155,6 +156,7 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 	src, err := dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: 2})
 	if err != nil {
 		add(errResult("source connection", err))
+		src = nil
 	} else {
 		defer src.Close()
 		var version string
@@ -173,6 +175,9 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 		defer dst.Close()
 		add(checkResult{Name: "target connection", Status: "pass", Detail: cfg.Target.String()})
 		add(targetWritable(ctx, dst, cfg))
+		if src != nil && mode != "incremental" {
+			add(targetTables(ctx, src, dst, cfg))
+		}
 	}
 	if replicating {
 		add(relayDisk(cfg))
@@ -423,5 +428,45 @@ func relayDisk(cfg *task.Config) checkResult {
 		r.Status = "warn"
 		r.Fix = "the relay log holds the source's binlog until applied (and incremental.relay-retain after): give dir: a larger disk"
 	}
+	return r
+}
+
+// targetTables: on a task's first run (no chunk plan of it on the target
+// yet), every existing target table must be loadable: the source's
+// definition and empty. Later runs are the loader's business (it knows
+// which tables it made and loaded).
+func targetTables(ctx context.Context, src, dst *sql.DB, cfg *task.Config) checkResult {
+	r := checkResult{Name: "target tables", Status: "pass"}
+	var planned int
+	err := dst.QueryRowContext(ctx, "SELECT COUNT(*) FROM `sluice_meta`.`load_plan` WHERE task = ?", cfg.Name).Scan(&planned)
+	if err == nil && planned > 0 {
+		r.Detail = "the task has run before: its tables are checked as it loads them"
+		return r
+	}
+	refs, err := schema.ListTables(ctx, src, cfg.Selected)
+	if err != nil {
+		return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))
+	}
+	exist := 0
+	for _, ref := range refs {
+		t, err := schema.Inspect(ctx, src, ref)
+		if err != nil {
+			continue // dropped meanwhile: the copy's own checks see it
+		}
+		tgt := cfg.Route(ref)
+		if err := load.Preflight(ctx, dst, t, tgt); err != nil {
+			r = errResult(r.Name, err)
+			var se *sluice.Error
+			if errors.As(err, &se) {
+				r.Detail = se.Op + ": " + oneLineErr(se.Err)
+				r.Err = fmt.Errorf("%s: %w", se.Op, se.Err)
+			}
+			return r
+		}
+		if dst.QueryRowContext(ctx, "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", tgt.Schema, tgt.Name).Scan(new(int)) == nil {
+			exist++
+		}
+	}
+	r.Detail = fmt.Sprintf("%d of %d tables exist on the target, with the source's definition and empty", exist, len(refs))
 	return r
 }

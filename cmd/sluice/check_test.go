@@ -47,3 +47,34 @@ func TestCheckBeforeCopy(t *testing.T) {
 		t.Fatalf("the refused run created %d schemas on the target (%v)", n, err)
 	}
 }
+
+// TestRefusedCopyCreatesNothing: a target table that the copy would refuse
+// (another definition, or rows this task did not load) is refused before
+// anything is created on the target: no sluice_meta, no other table.
+func TestRefusedCopyCreatesNothing(t *testing.T) {
+	inst := sandboxtest.Start(t, "refuse")
+	db := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, db, "CREATE DATABASE rsrc", "CREATE TABLE rsrc.a (id INT PRIMARY KEY)", "CREATE TABLE rsrc.b (id INT PRIMARY KEY, v INT)",
+		"CREATE DATABASE rdst", "CREATE TABLE rdst.b (id INT PRIMARY KEY, v VARCHAR(3))")
+	ep := inst.Endpoint()
+	cfg := verifyTask(t, strings.NewReplacer("vsrc", "rsrc", "vdst", "rdst", "name: vt", "name: rf").Replace(
+		verifyTaskYAML(ep, ep, "rsrc.*", "dir: "+t.TempDir()+"\n")))
+	for _, mode := range []string{"full", "all"} {
+		_, _, err := runCLI(t, "migrate", "--config", cfg, "--mode", mode)
+		if !errors.Is(err, ErrChecksFailed) || !strings.Contains(err.Error(), "rdst.b") || !strings.Contains(err.Error(), "(fix: ") {
+			t.Fatalf("--mode %s with a target table of another definition: %v", mode, err)
+		}
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA IN ('sluice_meta', 'rdst') AND TABLE_NAME <> 'b'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the refused runs created %d tables on the target (%v)", n, err)
+	}
+	sandboxtest.MustExec(t, db, "DROP TABLE rdst.b", "CREATE TABLE rdst.b (id INT PRIMARY KEY, v INT)", "INSERT INTO rdst.b VALUES (1, 1)")
+	if _, _, err := runCLI(t, "migrate", "--config", cfg, "--mode", "full"); !errors.Is(err, ErrChecksFailed) || !strings.Contains(err.Error(), "already holds rows") {
+		t.Fatalf("a target table with rows: %v", err)
+	}
+	sandboxtest.MustExec(t, db, "DELETE FROM rdst.b")
+	if _, _, err := runCLI(t, "migrate", "--config", cfg, "--mode", "full"); err != nil {
+		t.Fatalf("an empty target table of the same definition: %v", err)
+	}
+}
