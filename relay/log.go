@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-mysql-org/go-mysql/replication"
 	"io"
 	"os"
 	"path/filepath"
@@ -101,6 +102,9 @@ type fileState struct {
 	name string
 	size int64 // published size: every byte below it belongs to complete transactions
 	done bool  // the writer has moved on; size is final
+	// from is the first offset the relay holds: 4, or the end of the head
+	// of a first file that starts inside the source's file (head.go).
+	from int64
 }
 
 // Log is one relay directory. Writer and readers of the same Log share its
@@ -146,7 +150,13 @@ func Open(cfg Config) (*Log, error) {
 				return nil, err
 			}
 		}
-		l.files = append(l.files, fileState{name: n, size: size, done: i < len(names)-1})
+		from := int64(len(magic))
+		if i == 0 {
+			if from, err = headEnd(filepath.Join(cfg.Dir, n)); err != nil {
+				return nil, err
+			}
+		}
+		l.files = append(l.files, fileState{name: n, size: size, done: i < len(names)-1, from: from})
 	}
 	return l, nil
 }
@@ -176,14 +186,28 @@ func (l *Log) Files() []string {
 
 // Has reports whether pos lies inside the relay's published data.
 func (l *Log) Has(pos sluice.Position) bool {
+	ok, _ := l.holds(pos)
+	return ok
+}
+
+// holds reports whether pos lies inside the published data, and whether it
+// lies before the data of the relay's first file (which will never hold it).
+func (l *Log) holds(pos sluice.Position) (ok, before bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, f := range l.files {
 		if f.name == pos.File {
-			return int64(pos.Pos) <= f.size
+			p := max(int64(pos.Pos), int64(len(magic)))
+			return p >= f.from && p <= f.size, p < f.from
 		}
 	}
-	return false
+	return false, false
+}
+
+// errBefore: the relay started after a position it is asked for.
+func errBefore(pos sluice.Position) error {
+	return &sluice.Error{Op: "read relay log", Err: fmt.Errorf("%w: the relay starts after %s", sluice.ErrBinlogPurged, pos),
+		Hint: "the relay no longer holds this position; restart so sluice fetches it from the source again"}
 }
 
 // WaitFor blocks until the relay holds pos (the writer has stored
@@ -193,8 +217,12 @@ func (l *Log) WaitFor(ctx context.Context, pos sluice.Position) error {
 		l.mu.Lock()
 		ch, closed := l.changed, l.closed
 		l.mu.Unlock()
-		if l.Has(pos) {
+		ok, before := l.holds(pos)
+		if ok {
 			return nil
+		}
+		if before {
+			return errBefore(pos)
 		}
 		if closed {
 			return ErrClosed
@@ -270,9 +298,54 @@ func (l *Log) addFile(name string) error {
 	if err := writeIndex(l.cfg.Dir, names); err != nil {
 		return err
 	}
-	l.files = append(l.files, fileState{name: name, size: int64(len(magic))})
+	l.files = append(l.files, fileState{name: name, size: int64(len(magic)), from: int64(len(magic))})
 	l.notifyLocked()
 	return nil
+}
+
+// setFrom records the end of the head the writer filled in file name.
+func (l *Log) setFrom(name string, from int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.files {
+		if l.files[i].name == name {
+			l.files[i].from = from
+		}
+	}
+}
+
+// headEnd returns the end of the filled head of a relay file, or 4 when it
+// has none. The head is the FDE, a GTID list and fillers (head.go); it reads
+// only their headers.
+func headEnd(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("relay: %w", err)
+	}
+	defer f.Close()
+	from, off := int64(len(magic)), int64(len(magic))
+	buf := make([]byte, headerSize+len(fillerTag))
+	for {
+		n, err := f.ReadAt(buf, off)
+		if n < headerSize {
+			if err != nil && err != io.EOF {
+				return 0, fmt.Errorf("relay: %s: %w", path, err)
+			}
+			return from, nil
+		}
+		h, err := parseHeader(buf[:n])
+		if err != nil {
+			return from, nil
+		}
+		switch {
+		case isFiller(h, buf[:n]):
+			from = off + int64(h.Size)
+		case h.Type == fdeType || h.Type == replication.MARIADB_GTID_LIST_EVENT || h.Type == replication.PREVIOUS_GTIDS_EVENT:
+		default:
+			return from, nil
+		}
+		off += int64(h.Size)
+	}
 }
 
 // limit tells a reader of file name how far it may read, whether the file

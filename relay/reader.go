@@ -33,6 +33,8 @@ type RawEvent struct {
 	// Boundary is true when the event ends a transaction (or stands alone):
 	// Pos is a point where a consumer may stop and resume.
 	Boundary bool
+
+	filler bool // a relay head filler (head.go), skipped by NextRaw
 }
 
 // Reader tails the relay from a position: it follows rotations, waits for
@@ -81,6 +83,11 @@ func (l *Log) NewReader(start sluice.Position, parser *replication.BinlogParser)
 	if _, _, _, ok, _, _ := l.limit(name); !ok {
 		return nil, &sluice.Error{Op: "read relay log", Err: fmt.Errorf("%w: relay file %s is not in %s", sluice.ErrBinlogPurged, name, l.cfg.Dir),
 			Hint: "the relay no longer holds this position; restart so sluice fetches it from the source again"}
+	}
+	if start.File != "" {
+		if _, before := l.holds(start); before {
+			return nil, errBefore(start)
+		}
 	}
 	if err := r.openFile(name); err != nil {
 		return nil, err
@@ -142,14 +149,21 @@ func (r *Reader) openFile(name string) error {
 }
 
 // NextRaw returns the next event without decoding it.
+// A filler event at the head of a relay that started mid-file (head.go) is
+// skipped: it stands for source bytes the relay never held.
 func (r *Reader) NextRaw(ctx context.Context) (RawEvent, error) {
-	return r.readRaw(ctx)
+	for {
+		ev, err := r.readRaw(ctx)
+		if err != nil || !ev.filler {
+			return ev, err
+		}
+	}
 }
 
 // Next returns the next event decoded by the reader's parser, with the
 // position after it. It implements EventSource.
 func (r *Reader) Next(ctx context.Context) (*replication.BinlogEvent, sluice.Position, error) {
-	ev, err := r.readRaw(ctx)
+	ev, err := r.NextRaw(ctx)
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
@@ -193,6 +207,18 @@ func (r *Reader) readRaw(ctx context.Context) (RawEvent, error) {
 	}
 	if r.off+int64(h.Size) > r.limit {
 		return RawEvent{}, fmt.Errorf("relay: %s at %d: event of %d bytes crosses the published end %d", r.name, r.off, h.Size, r.limit)
+	}
+	if h.Type == ignorableType && h.Size >= uint32(minFiller) {
+		if p, err := r.br.Peek(headerSize + len(fillerTag)); err == nil && isFiller(h, p) {
+			// A filler of the relay's head: pass over it unread.
+			if _, err := r.br.Discard(int(h.Size)); err != nil {
+				return RawEvent{}, fmt.Errorf("relay: read %s at %d: %w", r.name, r.off, err)
+			}
+			r.off += int64(h.Size)
+			b := r.groups.step(h, nil, r.checksum)
+			return RawEvent{Type: h.Type, Timestamp: h.Timestamp, Boundary: b, filler: true,
+				Pos: sluice.Position{File: r.name, Pos: uint32(r.off), GTIDSet: r.gtids.text, Flavor: r.l.cfg.Flavor}}, nil
+		}
 	}
 	raw := make([]byte, h.Size)
 	if _, err := io.ReadFull(r.br, raw); err != nil {

@@ -33,6 +33,11 @@ type Writer struct {
 	checksum bool
 	groups   groupTracker
 
+	// A new relay that starts inside a source file (head.go): the start
+	// offset and the GTID set there, until the file's head is written.
+	fillTo   int64
+	fillGTID string
+
 	unflushed int
 	lastFlush time.Time
 	lastSync  time.Time
@@ -60,12 +65,19 @@ func (l *Log) NewWriter() (*Writer, error) {
 }
 
 // Resume is the position to request from the source so the stream continues
-// the relay exactly: the end of the relay, or start's file from offset 4
-// when the relay is empty (so files are copied whole and stay identical).
+// the relay exactly: the end of the relay, or start when the relay is empty.
+// A relay that starts inside a file keeps the source's offsets (head.go).
+// A MySQL start without a GTID set is copied from offset 4 instead, since
+// the GTID list at the head of the file could not be written truthfully.
 func (w *Writer) Resume(start sluice.Position) sluice.Position {
 	if end := w.l.End(); end.File != "" {
 		return end
 	}
+	if start.Pos > uint32(len(magic)) && (w.l.cfg.Flavor != "mysql" || start.GTIDSet != "") {
+		w.fillTo, w.fillGTID = int64(start.Pos), start.GTIDSet
+		return sluice.Position{File: start.File, Pos: start.Pos, GTIDSet: start.GTIDSet, Flavor: start.Flavor}
+	}
+	w.fillTo = 0
 	return sluice.Position{File: start.File, Pos: 4, Flavor: start.Flavor}
 }
 
@@ -124,6 +136,11 @@ func (w *Writer) Write(ev *replication.BinlogEvent) error {
 	if w.groups.step(h, raw, w.checksum) {
 		w.boundary = w.size
 	}
+	if h.Type == fdeType && w.fillTo > w.size {
+		if err := w.writeHead(h); err != nil {
+			return err
+		}
+	}
 	w.noteSource(w.name, uint32(w.size), h.Timestamp)
 	if h.Type == replication.ROTATE_EVENT {
 		// The real rotate ends the file; the server follows it with an
@@ -171,7 +188,7 @@ func (w *Writer) switchTo(name string, pos int64) error {
 		return errors.New("relay: rotate to an empty file name")
 	}
 	if w.f != nil && w.name == name {
-		if pos != w.size && pos != int64(len(magic)) {
+		if pos != w.size && pos != int64(len(magic)) && (pos != w.fillTo || w.size != int64(len(magic))) {
 			return fmt.Errorf("relay: source resumes %s at %d but the relay holds %d bytes", name, pos, w.size)
 		}
 		return nil
@@ -210,7 +227,7 @@ func (w *Writer) switchTo(name string, pos int64) error {
 			return fmt.Errorf("relay: source sends %s again, which the relay already finished", name)
 		}
 	}
-	if pos != int64(len(magic)) {
+	if pos != int64(len(magic)) && (pos != w.fillTo || len(files) > 0) {
 		return fmt.Errorf("relay: cannot start the new relay file %s at offset %d; request offset 4", name, pos)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, private.FileMode)

@@ -588,7 +588,13 @@ func (t *Task) Status() Status {
 		s.RelayFiles = len(files)
 		for _, f := range files {
 			if st, err := os.Stat(filepath.Join(t.rlog.Dir(), f)); err == nil {
-				s.RelayBytes += st.Size()
+				// Disk used, not the apparent size: the head of a relay
+				// that started mid-file is a hole (relay/head.go).
+				if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+					s.RelayBytes += min(st.Size(), sys.Blocks*512)
+				} else {
+					s.RelayBytes += st.Size()
+				}
 			}
 		}
 		var fs syscall.Statfs_t
