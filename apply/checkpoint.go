@@ -174,7 +174,19 @@ func (a *Applier) readCheckpoint(ctx context.Context) (checkpointRow, error) {
 // waits until the sessions of a killed predecessor have ended, so the value
 // is final. (Transactions submitted from before the checkpoint Start saw
 // are skipped, so a caller that read it earlier is safe too.)
+//
+// A target without the checkpoint table has no checkpoint, and Checkpoint
+// leaves it so: a run refused before Seed creates nothing on the target.
 func (a *Applier) Checkpoint(ctx context.Context) (pos sluice.Position, ok bool, err error) {
+	if !a.metaReady.Load() {
+		var n int
+		if err := a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME='apply_checkpoint'", a.cfg.MetaSchema).Scan(&n); err != nil {
+			return pos, false, fmt.Errorf("look for the checkpoint table in %s: %w", a.cfg.MetaSchema, err)
+		}
+		if n == 0 {
+			return pos, false, nil
+		}
+	}
 	if err := a.ensureMeta(ctx); err != nil {
 		return pos, false, err
 	}

@@ -78,3 +78,30 @@ func TestRefusedCopyCreatesNothing(t *testing.T) {
 		t.Fatalf("an empty target table of the same definition: %v", err)
 	}
 }
+
+// TestRefusedReplicationCreatesNothing: a replication run refused before it
+// starts (no start position, a binlog file the source does not have)
+// leaves no sluice_meta behind on the target (issue 16: reading the
+// checkpoint created the checkpoint tables first).
+func TestRefusedReplicationCreatesNothing(t *testing.T) {
+	inst := sandboxtest.Start(t, "refrepl")
+	db := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, db, "CREATE DATABASE isrc", "CREATE TABLE isrc.a (id INT PRIMARY KEY)")
+	ep := inst.Endpoint()
+	base := strings.NewReplacer("vsrc", "isrc", "vdst", "idst", "name: vt", "name: rr").Replace(
+		verifyTaskYAML(ep, ep, "isrc.*", "dir: "+t.TempDir()+"\n"))
+	for _, c := range []struct{ extra, want string }{
+		{"", "no start position"},
+		{"incremental: {binlog-file: mysql-bin.999999, binlog-pos: 4}\n", "mysql-bin.999999"},
+	} {
+		cfg := verifyTask(t, base+c.extra)
+		_, _, err := runCLI(t, "migrate", "--config", cfg, "--mode", "incremental")
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "(fix: ") {
+			t.Fatalf("migrate --mode incremental with %q: %v", c.extra, err)
+		}
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN ('idst', 'sluice_meta')").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("the refused run (%q) created %d schemas on the target (%v)", c.extra, n, err)
+		}
+	}
+}
