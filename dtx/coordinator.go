@@ -312,7 +312,7 @@ func (c *Coordinator) ResetNextCronTime(ctx context.Context, gid string) error {
 		return err
 	}
 	if cur.Finished() {
-		return fmt.Errorf("transaction is already %s: %w", cur.Status, ErrFailure)
+		return nil // dtm answers 200: a finished transaction has nothing to retry
 	}
 	g := cur.Clone()
 	now := time.Now().UTC()

@@ -22,6 +22,9 @@ type run struct {
 	dirty    map[int]bool   // branch indexes changed since the last save
 	errs     map[int]string // last error per branch, for the stuck mark
 	progress bool           // some branch succeeded in this attempt
+	// immediate counts the saga actions called again at once in this
+	// attempt under the transaction's retry_limit (dtm's RetryCount).
+	immediate int
 }
 
 // driveNew drives a transaction this process just created or moved, either
@@ -48,20 +51,34 @@ func (c *Coordinator) driveNew(ctx context.Context, g *Global, branches []Branch
 	if err != nil {
 		return err
 	}
+	// dtm answers a wait_result request that did not end in success with
+	// 409 and the rollback reason. A saga still running (its retries go
+	// on) is 409 "wait result not return success" too, while TCC and
+	// messages pass a branch's ONGOING on as 425.
 	switch r.g.Status {
 	case StatusSucceed:
 		return nil
 	case StatusFailed, StatusAborting:
 		if r.g.RollbackReason != "" {
-			return fmt.Errorf("%s: %w", r.g.RollbackReason, ErrFailure)
+			return failureMessage(r.g.RollbackReason)
 		}
 		return fmt.Errorf("transaction %s: %w", r.g.Status, ErrFailure)
 	default:
 		if r.g.Stuck != "" {
-			return fmt.Errorf("stuck: %s: %w", r.g.Stuck, ErrFailure)
+			return fmt.Errorf("stuck: %s %w", r.g.Stuck, ErrFailure)
+		}
+		if r.g.TransType == TypeSaga {
+			return fmt.Errorf("wait result not return success (transaction %s is %s and will be retried) %w", r.g.Gid, r.g.Status, ErrFailure)
 		}
 		return fmt.Errorf("transaction %s is %s and will be retried: %w", r.g.Gid, r.g.Status, ErrOngoing)
 	}
+}
+
+// failureMessage is dtm's form of a failure with a message: the message,
+// a space and FAILURE (dtmcli.ErrorMessage2Error), so a client that looks
+// for the business's own words finds them unchanged.
+func failureMessage(msg string) error {
+	return fmt.Errorf("%s %w", strings.TrimSuffix(msg, " "+ResultFailure), ErrFailure)
 }
 
 // drive runs the transaction's state machine once.
@@ -248,7 +265,9 @@ func (c *Coordinator) doCall(ctx context.Context, g *Global, uri, branchID, op s
 	case a.status == http.StatusTooEarly || strings.Contains(s, ResultOngoing):
 		return ResultOngoing, nil
 	case a.status == http.StatusConflict || strings.Contains(s, ResultFailure):
-		return ResultFailure, nil
+		// The body is the business's reason ({"message":"Insufficient
+		// balance"}); dtm keeps it in the rollback reason.
+		return ResultFailure, failureMessage(oneLine(s, 1000))
 	case a.status != http.StatusOK:
 		return "", fmt.Errorf("HTTP %d: %s", a.status, strings.TrimSpace(oneLine(s, 200)))
 	}
@@ -318,6 +337,9 @@ func (r *run) record(i int, res string, err error) outcome {
 		r.progress = true
 	case res == ResultFailure && r.g.TransType == TypeSaga && b.Op == OpAction:
 		r.setBranch(i, StatusFailed)
+		if err != nil {
+			r.errs[i] = err.Error()
+		}
 	default:
 		if err == nil {
 			err = fmt.Errorf("branch returned %s", res)

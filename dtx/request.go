@@ -60,6 +60,21 @@ func (r *Request) check() error {
 	if r.Protocol != "" && r.Protocol != "http" {
 		return bad("unsupported protocol %q: sluice speaks dtm's HTTP protocol only", r.Protocol)
 	}
+	if len(r.Payloads) == 0 {
+		// dtm's old format puts each step's payload in steps[].data.
+		for _, st := range r.Steps {
+			if _, ok := st["data"]; ok {
+				r.Payloads = make([]string, len(r.Steps))
+				break
+			}
+		}
+		if r.Payloads != nil {
+			for i, st := range r.Steps {
+				r.Payloads[i] = st["data"]
+				delete(st, "data")
+			}
+		}
+	}
 	if len(r.Payloads) != 0 && len(r.Payloads) != len(r.Steps) {
 		return bad("%d payloads for %d steps", len(r.Payloads), len(r.Steps))
 	}
@@ -73,7 +88,7 @@ func (r *Request) check() error {
 	for i, s := range r.Steps {
 		for _, op := range ops {
 			u := s[op]
-			if u == "" && op == OpCompensate {
+			if u == "" {
 				continue // dtm treats an empty URL as a branch that always succeeds
 			}
 			if strings.HasPrefix(u, "topic://") {

@@ -84,8 +84,9 @@ func (r *run) markAttempted(i int) {
 // moves to aborting) or an error leaves the rest for a retry (done).
 func (r *run) sagaActions(ctx context.Context, sc *sagaCustom, n int) (bool, error) {
 	tried := map[int]bool{}
-	errIdx, ongoing, failed := -1, false, false
-	for !failed && errIdx < 0 {
+	errIdx, ongoing, failed, overLimit := -1, false, false, false
+	limit := int(r.g.Options.RetryLimit)
+	for !failed && errIdx < 0 && !overLimit {
 		if err := r.keepLease(ctx); err != nil {
 			return true, err
 		}
@@ -98,6 +99,14 @@ func (r *run) sagaActions(ctx context.Context, sc *sagaCustom, n int) (bool, err
 			case o.result == ResultSuccess:
 			case r.branches[o.idx].Status == StatusFailed:
 				failed = true
+			case limit > 0 && r.immediate < limit:
+				// dtm: with a retry_limit, an action that errors or answers
+				// ONGOING is called again at once, up to the limit, so a
+				// wait_result submit returns the final result.
+				r.immediate++
+			case limit > 0:
+				tried[o.idx/2] = true
+				overLimit = true
 			default:
 				tried[o.idx/2] = true
 				if errIdx < 0 || o.result != ResultOngoing {
@@ -119,14 +128,25 @@ func (r *run) sagaActions(ctx context.Context, sc *sagaCustom, n int) (bool, err
 		reason := ""
 		for s := 0; s < n; s++ {
 			a := r.branches[2*s+1]
-			if a.Status == StatusFailed && reason == "" {
-				reason = fmt.Sprintf("branch %s action %s returned FAILURE", a.BranchID, a.URL)
+			if msg := r.errs[2*s+1]; a.Status == StatusFailed && msg != "" && reason == "" {
+				// dtm's form, with the business's message.
+				reason = fmt.Sprintf("url:%s return failed: %s", a.URL, msg)
 			}
 			if tried[s] {
 				r.markAttempted(2*s + 1)
 			}
 		}
+		for s := 0; s < n && reason == ""; s++ {
+			if a := r.branches[2*s+1]; a.Status == StatusFailed {
+				reason = fmt.Sprintf("branch %s action %s returned FAILURE", a.BranchID, a.URL)
+			}
+		}
 		return false, r.setStatus(ctx, StatusAborting, reason)
+	case overLimit:
+		for s := range tried {
+			r.markAttempted(2*s + 1)
+		}
+		return false, r.setStatus(ctx, StatusAborting, fmt.Sprintf("RetryCount is greater than RetryLimit, RetryLimit: %d", limit))
 	case errIdx >= 0 && !ongoing && !r.progress && r.g.Retries+1 > r.retryLimit():
 		// An action that keeps erroring is given up: roll the saga back.
 		b := r.branches[errIdx]

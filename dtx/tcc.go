@@ -3,6 +3,7 @@ package dtx
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // tcc drives a TCC transaction: confirms (when submitted) or cancels (when
@@ -10,8 +11,15 @@ import (
 // registered first.
 func (r *run) tcc(ctx context.Context) error {
 	if r.g.Status == StatusPrepared {
-		// Recovery claims a prepared TCC only once its timeout passed.
-		if err := r.setStatus(ctx, StatusAborting, fmt.Sprintf("Timeout after %v", r.c.timeoutToFail(r.g))); err != nil {
+		// Recovery claims a prepared TCC once its timeout passed, or
+		// earlier after resetNextCronTime: like dtm, it is cancelled only
+		// once the timeout has passed, since its caller may still be
+		// registering branches.
+		if due := r.g.CreateTime.Add(r.c.timeoutToFail(r.g)); time.Now().Before(due) {
+			r.g.NextCronTime, r.g.LeaseUntil = due, time.Time{}
+			return r.save(ctx)
+		}
+		if err := r.setStatus(ctx, StatusAborting, fmt.Sprintf("Timeout after %d seconds", int64(r.c.timeoutToFail(r.g)/time.Second))); err != nil {
 			return err
 		}
 		// No branch can be registered any more: read the final list.

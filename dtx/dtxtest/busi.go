@@ -35,8 +35,9 @@ const (
 type Req struct {
 	Amount int `json:"amount"`
 	// Results maps a handler name (TransIn, TransOutCompensate, TransInTry...)
-	// to what it answers instead of doing its work: FAILURE, ONGOING, ERROR,
-	// or ERRORxN / ONGOINGxN (for the first N calls of that gid, then normal).
+	// to what it answers instead of doing its work: FAILURE, FAILURE:reason
+	// (409 with {"message": reason}), ONGOING, ERROR, or ERRORxN / ONGOINGxN
+	// (for the first N calls of that gid, then normal).
 	Results map[string]string `json:"results,omitempty"`
 	// SleepMS makes a handler wait before answering.
 	SleepMS map[string]int `json:"sleep_ms,omitempty"`
@@ -195,6 +196,14 @@ func (b *Busi) branch(name string, e effect) http.HandlerFunc {
 			case <-r.Context().Done():
 				return
 			}
+		}
+		if reason, ok := strings.CutPrefix(req.Results[name], "FAILURE:"); ok {
+			// A business failure with its reason, as dtm's busi answers
+			// "Insufficient balance".
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(map[string]string{"dtm_result": "FAILURE", "message": reason})
+			return
 		}
 		if code, msg, ok := b.injected(gid, name, req.Results[name]); ok {
 			answer(w, code, msg)

@@ -86,6 +86,8 @@ type QueryResult struct {
 		RollbackReason string `json:"rollback_reason"`
 		Stuck          string `json:"stuck"`
 		Retries        int    `json:"retries"`
+		// NextCronTime is when recovery looks at it next.
+		NextCronTime *time.Time `json:"next_cron_time"`
 	} `json:"transaction"`
 	Branches []struct {
 		BranchID string `json:"branch_id"`

@@ -50,9 +50,9 @@ func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
 		mux.Handle("GET /api/metrics", ph)
 		mux.Handle("GET /metrics", ph)
 	}
-	mux.HandleFunc("/api/dtmsvr/", func(w http.ResponseWriter, r *http.Request) {
-		writeErr(w, fmt.Errorf("%w: no such route %s %s", dtx.ErrNotFound, r.Method, r.URL.Path))
-	})
+	// An unknown route is gin's plain 404, as dtm answers it, not a
+	// transaction that was not found.
+	mux.HandleFunc("/api/dtmsvr/", http.NotFound)
 	return h
 }
 
@@ -269,20 +269,58 @@ func (h *handler) all(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"transactions": list, "next_position": ""})
 		return
 	}
-	gs, err := h.c.List(r.Context(), q.Get("position"), limit, q.Get("status"), q.Get("transType"))
+	// createTimeStart and createTimeEnd are unix milliseconds, as dtm's
+	// admin UI sends them; dtm compares whole seconds, inclusive.
+	var from, to time.Time
+	for _, p := range []struct {
+		key string
+		t   *time.Time
+	}{{"createTimeStart", &from}, {"createTimeEnd", &to}} {
+		if s := q.Get(p.key); s != "" {
+			ms, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || ms < 0 {
+				writeErr(w, fmt.Errorf("%w: %s must be unix milliseconds", dtx.ErrBadRequest, p.key))
+				return
+			}
+			*p.t = time.Unix(ms/1000, 0)
+		}
+	}
+	gs, next, err := h.list(r.Context(), q.Get("position"), limit, q.Get("status"), q.Get("transType"), from, to)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	list := make([]GlobalJSON, len(gs))
-	next := ""
 	for i, g := range gs {
 		list[i] = globalJSON(g)
 	}
-	if len(gs) == limit {
-		next = gs[len(gs)-1].Gid
-	}
 	writeJSON(w, http.StatusOK, map[string]any{"transactions": list, "next_position": next})
+}
+
+// list pages through the store until it has limit transactions created
+// within [from, to] (either may be zero), or the store has no more. next is
+// the position to continue from, "" at the end.
+func (h *handler) list(ctx context.Context, after string, limit int, status, transType string, from, to time.Time) ([]*dtx.Global, string, error) {
+	var out []*dtx.Global
+	for {
+		gs, err := h.c.List(ctx, after, limit, status, transType)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, g := range gs {
+			after = g.Gid
+			ct := g.CreateTime.Truncate(time.Second)
+			if (!from.IsZero() && ct.Before(from)) || (!to.IsZero() && ct.After(to)) {
+				continue
+			}
+			if out = append(out, g); len(out) == limit {
+				return out, g.Gid, nil
+			}
+		}
+		if len(gs) < limit {
+			return out, "", nil
+		}
+	}
 }
 
 // GlobalJSON is a transaction as dtm's query shows it.
