@@ -48,6 +48,9 @@ type Config struct {
 	// CheckBranchURLs makes prepare/submit/registerBranch refuse a branch URL
 	// whose host does not accept TCP connections (400, nothing stored).
 	CheckBranchURLs bool
+	// TestHooks turns on the hooks dtm's own test suite needs (testhooks.go)
+	// and turns off background recovery, which those tests run by hand.
+	TestHooks bool
 }
 
 // DefaultConfig returns dtm's defaults where dtm has one.

@@ -35,9 +35,12 @@ type Coordinator struct {
 	active sync.Map // gid -> struct{}: driven by this process right now
 	// working counts the API calls and background drives in progress: the
 	// transactions this process is working on, for the commit wait.
-	working atomic.Int64
-	cpu     *hostCPU
-	slots   chan struct{}
+	working  atomic.Int64
+	cpu      *hostCPU
+	slots    chan struct{}
+	hooks    *hooks
+	skew     atomic.Int64 // CronOnce's move of the timeout clock, in ns
+	cronSkew atomic.Int64 // and of the delay clock
 }
 
 // New builds a coordinator on store. reg receives the metrics (nil: none).
@@ -67,6 +70,7 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 		ctx:      ctx,
 		cancel:   cancel,
 		slots:    make(chan struct{}, cfg.MaxDrivers),
+		hooks:    newHooks(cfg.TestHooks),
 	}
 	c.commit.inflight = c.working.Load
 	c.cpu = newHostCPU()
@@ -91,7 +95,11 @@ func (c *Coordinator) Start() error {
 		}
 	}
 	c.wg.Add(3)
-	go c.recoveryLoop()
+	if c.hooks == nil {
+		go c.recoveryLoop()
+	} else {
+		c.wg.Done() // dtm's tests run the cron themselves (CronOnce)
+	}
 	go c.purgeLoop()
 	go func() {
 		defer c.wg.Done()
@@ -131,6 +139,9 @@ func (c *Coordinator) Prepare(ctx context.Context, r *Request) error {
 	if err := c.checkReachable(ctx, r.branchURLs()); err != nil {
 		return err
 	}
+	if err := c.expandTopics(ctx, r); err != nil {
+		return err
+	}
 	g := r.global(StatusPrepared)
 	now := time.Now().UTC()
 	g.CreateTime, g.UpdateTime = now, now
@@ -163,6 +174,9 @@ func (c *Coordinator) Submit(ctx context.Context, r *Request) error {
 	var g *Global
 	var branches []Branch
 	if r.TransType != TypeTCC {
+		if err := c.expandTopics(ctx, r); err != nil {
+			return err
+		}
 		g = r.global(StatusSubmitted)
 		g.CreateTime, g.UpdateTime = now, now
 		g.Owner, g.LeaseUntil = token, now.Add(c.cfg.Lease)
@@ -186,7 +200,12 @@ func (c *Coordinator) Submit(ctx context.Context, r *Request) error {
 	}
 	switch cur.Status {
 	case StatusSubmitted:
-		return nil // a retried submit
+		// A retried submit: like dtm, drive it again now, unless a driver
+		// holds it at the moment.
+		if cur.Owner != "" && cur.LeaseUntil.After(now) {
+			return nil
+		}
+		return c.retake(ctx, cur, token, r.WaitResult)
 	case StatusPrepared:
 	default:
 		return fmt.Errorf("current status '%s', cannot submit: %w", cur.Status, ErrFailure)
@@ -210,6 +229,27 @@ func (c *Coordinator) Abort(ctx context.Context, r *Request) error {
 		return fmt.Errorf("trans type '%s' with status '%s' cannot be aborted: %w", cur.TransType, cur.Status, ErrFailure)
 	}
 	return c.transition(ctx, cur, StatusAborting, r.RollbackReason, token, r.WaitResult)
+}
+
+// retake takes the lease of an unfinished transaction nobody drives (its
+// owner unchanged since cur was read) and drives it.
+func (c *Coordinator) retake(ctx context.Context, cur *Global, token string, wait bool) error {
+	now := time.Now().UTC()
+	g := cur.Clone()
+	g.UpdateTime, g.Owner, g.LeaseUntil = now, token, now.Add(c.cfg.Lease)
+	g.NextCronTime = now.Add(c.retryInterval(g))
+	err := c.commit.do(ctx, &Mutation{Gid: g.Gid, Global: g, IfStatus: []string{cur.Status}, IfOwner: cur.Owner})
+	if errors.Is(err, ErrConflict) {
+		return nil // another driver took it meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	_, branches, err := c.store.Get(ctx, g.Gid)
+	if err != nil {
+		return err
+	}
+	return c.driveNew(ctx, g, branches, token, wait)
 }
 
 // transition moves a stored transaction to status on behalf of an API call,

@@ -37,6 +37,7 @@ func (c *Coordinator) driveNew(ctx context.Context, g *Global, branches []Branch
 		go func() {
 			defer c.wg.Done()
 			defer c.working.Add(-1)
+			c.hooks.asyncStart()
 			c.drive(c.ctx, r)
 		}()
 		return nil
@@ -87,6 +88,7 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 		return nil // the other driver in this process holds a newer lease
 	}
 	defer c.active.Delete(r.g.Gid)
+	defer c.noteProcessed(r.g.Gid)
 	r.dirty, r.errs = map[int]bool{}, map[int]string{}
 	var err error
 	switch r.g.TransType {
@@ -184,8 +186,10 @@ func (r *run) retryLater(ctx context.Context, failed int, ongoing bool) error {
 	}
 	interval := r.c.retryInterval(r.g)
 	if !ongoing {
+		// As dtm's cronBackoff: the first failure already doubles the
+		// interval (retry_interval 150 s retries after 300 s).
 		r.g.Retries++
-		for i := 1; i < r.g.Retries && interval < r.c.cfg.MaxBackoff; i++ {
+		for i := 0; i < r.g.Retries && interval < r.c.cfg.MaxBackoff; i++ {
 			interval *= 2
 		}
 		if interval > r.c.cfg.MaxBackoff {

@@ -12,6 +12,13 @@ import (
 // or is still open (ask again later).
 func (r *run) msg(ctx context.Context) error {
 	if r.g.Status == StatusPrepared {
+		// As dtm, a prepared message is checked only once its timeout has
+		// passed, even when resetNextCronTime brought it up earlier: its
+		// local transaction may still be running.
+		if due := r.g.CreateTime.Add(r.c.timeoutToFail(r.g)); r.c.now().Before(due) {
+			r.g.NextCronTime, r.g.LeaseUntil = due, time.Time{}
+			return r.save(ctx)
+		}
 		if err := r.keepLease(ctx); err != nil {
 			return err
 		}
@@ -37,7 +44,7 @@ func (r *run) msg(ctx context.Context) error {
 	if r.g.CustomData != "" {
 		_ = json.Unmarshal([]byte(r.g.CustomData), &mc)
 	}
-	if due := r.g.CreateTime.Add(time.Duration(mc.Delay) * time.Second); mc.Delay > 0 && time.Now().Before(due) {
+	if due := r.g.CreateTime.Add(time.Duration(mc.Delay) * time.Second); mc.Delay > 0 && r.c.cronNow().Before(due) {
 		r.g.NextCronTime, r.g.LeaseUntil = due, time.Time{}
 		return r.save(ctx)
 	}

@@ -91,8 +91,12 @@ func (r *Request) check() error {
 			if u == "" {
 				continue // dtm treats an empty URL as a branch that always succeeds
 			}
-			if strings.HasPrefix(u, "topic://") {
-				return bad("step %d: topics are not supported", i+1)
+			if strings.HasPrefix(u, TopicPrefix) {
+				if r.TransType != TypeMsg || op != OpAction || strings.TrimPrefix(u, TopicPrefix) == "" {
+					return bad("step %d %s: a topic is a message step's action", i+1, op)
+				}
+				delete(s, keySubscribers) // set by expandTopics, never by a client
+				continue
 			}
 			if err := CheckURL(u); err != nil {
 				return bad("step %d %s: %v", i+1, op, err)
@@ -162,7 +166,7 @@ func (r *Request) branchURLs() []string {
 	var out []string
 	for _, s := range r.Steps {
 		for _, op := range []string{OpAction, OpCompensate} {
-			if s[op] != "" {
+			if s[op] != "" && !strings.HasPrefix(s[op], TopicPrefix) {
 				out = append(out, s[op])
 			}
 		}
@@ -222,7 +226,14 @@ func GenBranches(g *Global) []Branch {
 				Branch{Gid: g.Gid, BranchID: id, Op: OpCompensate, URL: s[OpCompensate], BinData: data, Status: StatusPrepared},
 				Branch{Gid: g.Gid, BranchID: id, Op: OpAction, URL: s[OpAction], BinData: data, Status: StatusPrepared})
 		case TypeMsg:
-			out = append(out, Branch{Gid: g.Gid, BranchID: id, Op: OpAction, URL: s[OpAction], BinData: data, Status: StatusPrepared})
+			urls := topicURLs(s)
+			for j, u := range urls {
+				bid := id
+				if len(urls) > 1 {
+					bid = id + "-" + branchID(j+1) // dtm's ids for a topic's subscribers
+				}
+				out = append(out, Branch{Gid: g.Gid, BranchID: bid, Op: OpAction, URL: u, BinData: data, Status: StatusPrepared})
+			}
 		}
 	}
 	return out

@@ -37,7 +37,7 @@ func (r *run) saga(ctx context.Context) error {
 
 func (r *run) sagaTimedOut() bool {
 	t := r.g.Options.TimeoutToFail
-	return t > 0 && time.Since(r.g.CreateTime) >= time.Duration(t)*time.Second
+	return t > 0 && r.c.now().Sub(r.g.CreateTime) >= time.Duration(t)*time.Second
 }
 
 // readyActions are the actions whose turn has come: the first unfinished

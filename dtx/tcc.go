@@ -15,7 +15,7 @@ func (r *run) tcc(ctx context.Context) error {
 		// earlier after resetNextCronTime: like dtm, it is cancelled only
 		// once the timeout has passed, since its caller may still be
 		// registering branches.
-		if due := r.g.CreateTime.Add(r.c.timeoutToFail(r.g)); time.Now().Before(due) {
+		if due := r.g.CreateTime.Add(r.c.timeoutToFail(r.g)); r.c.now().Before(due) {
 			r.g.NextCronTime, r.g.LeaseUntil = due, time.Time{}
 			return r.save(ctx)
 		}

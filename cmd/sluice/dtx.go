@@ -90,6 +90,8 @@ database is created if missing; several serve processes may share it).`,
 	f.StringVar(&sec.tokenFile, "token-file", "", "require 'Authorization: Bearer TOKEN' on every API call, TOKEN being this file's first line (or set SLUICE_DTX_TOKEN); /metrics stays open")
 	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; more wait to be accepted")
 	f.Int64Var(&sec.memLimit, "memory-limit", 256<<20, "soft memory limit in bytes (Go's GOMEMLIMIT, which overrides it); 0: none")
+	f.BoolVar(&cfg.TestHooks, "test-hooks", false, "for dtm's own test suite only (make test-dtm-conformance): no background recovery, and routes under /api/dtmsvr/test/ that run it by hand; loopback addresses only")
+	_ = f.MarkHidden("test-hooks")
 	return cmd
 }
 
@@ -204,6 +206,11 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	if err != nil {
 		coord.Close()
 		return &sluice.Error{Op: "dtx serve: listen on " + listen, Err: err, Hint: "pick a free address with --listen"}
+	}
+	if cfg.TestHooks && !loopbackAddr(ln.Addr()) {
+		ln.Close()
+		coord.Close()
+		return &sluice.Error{Op: "dtx serve", Err: fmt.Errorf("%w: --test-hooks on %s, which is not a loopback address", sluice.ErrConfig, ln.Addr()), Hint: "--test-hooks is for dtm's test suite on this machine: listen on 127.0.0.1"}
 	}
 	if token == "" && !loopbackAddr(ln.Addr()) {
 		log.Warn("dtx: serving on a non-loopback address without --token-file: anyone who reaches it can submit, stop and abort transactions and make sluice call any URL", "listen", ln.Addr().String())

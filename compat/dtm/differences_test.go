@@ -57,6 +57,48 @@ func TestDtmDifferences(t *testing.T) {
 				t.Fatalf("rollback reason %q", r)
 			}
 		})
+		t.Run("message topics", func(t *testing.T) {
+			topic := "pay-" + dtmcli.MustGenGid(dtm)
+			for _, u := range []string{busi.URL + "/TransOut", busi.URL + "/TransIn"} {
+				resp, err := dtmcli.GetRestyClient().R().SetQueryParams(map[string]string{"topic": topic, "url": u, "remark": "r"}).Get(dtm + "/subscribe")
+				if err != nil || resp.StatusCode() != http.StatusOK {
+					t.Fatalf("subscribe %s: %v %v", u, err, resp)
+				}
+			}
+			if resp, _ := dtmcli.GetRestyClient().R().SetQueryParams(map[string]string{"topic": topic, "url": busi.URL + "/TransIn"}).Get(dtm + "/subscribe"); resp.StatusCode() == http.StatusOK {
+				t.Fatal("a second subscription of one URL was accepted")
+			}
+			gid := dtmcli.MustGenGid(dtm)
+			m := dtmcli.NewMsg(dtm, gid).AddTopic(topic, body(nil))
+			if err := m.Submit(); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, dtm, gid, "succeed", map[string]int{"TransOut": 1, "TransIn": 1})
+			q, err := dtxtest.Query(ctx, dtm, gid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, b := range q.Branches {
+				ids = append(ids, b.BranchID)
+			}
+			if strings.Join(ids, ",") != "01-01,01-02" {
+				t.Fatalf("branch ids %v, want dtm's 01-01,01-02", ids)
+			}
+			var kv struct {
+				KV []struct {
+					Version int `json:"version"`
+				} `json:"kv"`
+			}
+			if _, err := dtmcli.GetRestyClient().R().SetResult(&kv).SetQueryParams(map[string]string{"cat": "topics", "key": topic}).Get(dtm + "/queryKV"); err != nil || len(kv.KV) != 1 || kv.KV[0].Version != 2 {
+				t.Fatalf("queryKV: %v %+v", err, kv)
+			}
+			resp, err := dtmcli.GetRestyClient().R().Delete(dtm + "/topic/" + topic)
+			if err != nil || resp.StatusCode() != http.StatusOK {
+				t.Fatalf("delete topic: %v %v", err, resp)
+			}
+			mustErr(t, dtmcli.NewMsg(dtm, dtmcli.MustGenGid(dtm)).AddTopic(topic, body(nil)).Submit(), "topic not found")
+		})
 		t.Run("empty action URL is a no-op", func(t *testing.T) {
 			gid := dtmcli.MustGenGid(dtm)
 			s := dtmcli.NewSaga(dtm, gid).

@@ -50,6 +50,11 @@ func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
 		mux.Handle("GET /api/metrics", ph)
 		mux.Handle("GET /metrics", ph)
 	}
+	h.topicRoutes()
+	if c.TestHooks() {
+		mux.HandleFunc("GET /api/dtmsvr/test/processed", h.testProcessed)
+		mux.HandleFunc("POST /api/dtmsvr/test/cronOnce", h.testCronOnce)
+	}
 	// An unknown route is gin's plain 404, as dtm answers it, not a
 	// transaction that was not found.
 	mux.HandleFunc("/api/dtmsvr/", http.NotFound)
@@ -321,6 +326,34 @@ func (h *handler) list(ctx context.Context, after string, limit int, status, tra
 			return out, "", nil
 		}
 	}
+}
+
+// testProcessed answers the gid of the next drive pass that ends (test
+// hooks; dtm's waitTransProcessed).
+func (h *handler) testProcessed(w http.ResponseWriter, r *http.Request) {
+	gid, err := h.c.Processed(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"gid": gid})
+}
+
+// testCronOnce runs recovery once for one transaction due within
+// cron_forward seconds, with the timeout clock now_forward seconds ahead
+// (test hooks; dtm's CronTransOnce).
+func (h *handler) testCronOnce(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	secs := func(k string) time.Duration {
+		n, _ := strconv.Atoi(q.Get(k))
+		return time.Duration(n) * time.Second
+	}
+	gid, err := h.c.CronOnce(r.Context(), secs("cron_forward"), secs("now_forward"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"gid": gid})
 }
 
 // GlobalJSON is a transaction as dtm's query shows it.

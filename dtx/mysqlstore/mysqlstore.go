@@ -135,6 +135,17 @@ var schema = []string{
   finish_time BIGINT NOT NULL DEFAULT 0,
   UNIQUE KEY gid_branch_op (gid, branch_id, op)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// dtm's key-value entries (topics), kv.go.
+	`CREATE TABLE IF NOT EXISTS dtx_kv (
+  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  cat VARCHAR(128) NOT NULL,
+  k VARCHAR(128) NOT NULL,
+  v MEDIUMTEXT NOT NULL,
+  version BIGINT NOT NULL,
+  create_time BIGINT NOT NULL COMMENT 'unix ms',
+  update_time BIGINT NOT NULL COMMENT 'unix ms',
+  UNIQUE KEY cat_k (cat, k)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 }
 
 // Open connects, creates the database and tables if missing.

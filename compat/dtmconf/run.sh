@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# run.sh [RUN regex]: runs dtm v1.19.0's own test files (files.txt, read
+# from the Go module cache) against sluice's coordinator, with
+# adapter_test.go in place of dtm's in-process helpers. The run is assembled
+# in a temporary directory; the repository holds no dtm code.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+run=${1:-${RUN:-.}}
+export PATH="$PATH:/usr/sbin"
+dtm=$(cd "$here" && go mod download -json github.com/dtm-labs/dtm@v1.19.0 | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+if [ ! -d "$dtm/test" ]; then
+  echo "run.sh: dtm v1.19.0 is not in the Go module cache (fix: check the network to proxy.golang.org)" >&2
+  exit 1
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sed "s#=> ../..#=> $root#" "$here/go.mod" >"$work/go.mod"
+cp "$here/go.sum" "$work/go.sum"
+grep -v '^#' "$here/files.txt" | while read -r f; do
+  [ -n "$f" ] && cp "$dtm/test/$f" "$work/$f"
+done
+cp "$here/adapter_test.go" "$work/"
+chmod -R u+w "$work"
+cd "$work"
+export DTM_DIR="$dtm"
+go mod tidy >/dev/null 2>&1 || go mod tidy
+# Tests listed in exceptions.txt (name, then the reason) are skipped: the
+# list, with reasons, is what sluice does not do as dtm does.
+skip=$(grep -v '^#' "$here/exceptions.txt" | awk 'NF {print $1}' | paste -sd'|' -)
+go test -tags dtmconformance -count=1 -timeout 20m -v -run "$run" ${skip:+-skip "^($skip)\$"} .
