@@ -16,9 +16,6 @@ func (r *run) saga(ctx context.Context) error {
 	}
 	n := len(r.branches) / 2
 	if r.g.Status == StatusSubmitted && r.sagaTimedOut() {
-		for _, i := range r.readyActions(sc, n, nil) {
-			r.markAttempted(i) // it may have run before a crash
-		}
 		if err := r.setStatus(ctx, StatusAborting, fmt.Sprintf("Timeout after %d seconds", r.g.Options.TimeoutToFail)); err != nil {
 			return err
 		}
@@ -72,13 +69,6 @@ func (r *run) readyActions(sc *sagaCustom, n int, tried map[int]bool) []int {
 	return ready
 }
 
-// markAttempted records that an action may have taken effect without a
-// known result, so that the rollback compensates it.
-func (r *run) markAttempted(i int) {
-	if r.branches[i].Status == StatusPrepared {
-		r.setBranch(i, StatusFailed)
-	}
-}
 
 // sagaActions runs actions until all succeeded (done), one failed (the saga
 // moves to aborting) or an error leaves the rest for a retry (done).
@@ -132,9 +122,6 @@ func (r *run) sagaActions(ctx context.Context, sc *sagaCustom, n int) (bool, err
 				// dtm's form, with the business's message.
 				reason = fmt.Sprintf("url:%s return failed: %s", a.URL, msg)
 			}
-			if tried[s] {
-				r.markAttempted(2*s + 1)
-			}
 		}
 		for s := 0; s < n && reason == ""; s++ {
 			if a := r.branches[2*s+1]; a.Status == StatusFailed {
@@ -143,18 +130,12 @@ func (r *run) sagaActions(ctx context.Context, sc *sagaCustom, n int) (bool, err
 		}
 		return false, r.setStatus(ctx, StatusAborting, reason)
 	case overLimit:
-		for s := range tried {
-			r.markAttempted(2*s + 1)
-		}
 		return false, r.setStatus(ctx, StatusAborting, fmt.Sprintf("RetryCount is greater than RetryLimit, RetryLimit: %d", limit))
 	case errIdx >= 0 && !ongoing && !r.progress && r.g.Retries+1 > r.retryLimit():
 		// An action that keeps erroring is given up: roll the saga back.
 		b := r.branches[errIdx]
 		r.c.metrics.Stuck.WithLabelValues(r.g.TransType, b.Op).Inc()
 		r.c.log.Error("dtx: saga action exceeded the retry limit; rolling back", "gid", r.g.Gid, "branch", b.BranchID, "url", b.URL, "err", r.errs[errIdx])
-		for s := range tried {
-			r.markAttempted(2*s + 1)
-		}
 		return false, r.setStatus(ctx, StatusAborting, fmt.Sprintf("branch %s action %s exceeded the retry limit of %d: %s", b.BranchID, b.URL, r.retryLimit(), r.errs[errIdx]))
 	default:
 		return true, r.retryLater(ctx, errIdx, ongoing)
@@ -163,9 +144,21 @@ func (r *run) sagaActions(ctx context.Context, sc *sagaCustom, n int) (bool, err
 
 // sagaCompensate runs the compensations of attempted actions, later steps
 // first (for a concurrent saga: a step only after every step that waited for it).
+//
+// An action counts as attempted when it succeeded or failed, or when it is
+// still prepared but its turn had come (readyActions): it may have been
+// called without an answer, before a timeout, an error past the retry
+// limit or a crash. Like dtm, the action's stored status stays prepared;
+// the set is derived from the stored statuses, which do not change while
+// the saga rolls back, so every pass and every coordinator after a crash
+// finds the same set.
 func (r *run) sagaCompensate(ctx context.Context, sc *sagaCustom, n int) error {
+	mayHaveRun := map[int]bool{}
+	for _, i := range r.readyActions(sc, n, nil) {
+		mayHaveRun[i/2] = true
+	}
 	rolledBack := func(s int) bool {
-		return r.branches[2*s].Status == StatusSucceed || r.branches[2*s+1].Status == StatusPrepared
+		return r.branches[2*s].Status == StatusSucceed || (r.branches[2*s+1].Status == StatusPrepared && !mayHaveRun[s])
 	}
 	dependents := map[int][]int{}
 	for k, pres := range sc.Orders {
