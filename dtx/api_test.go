@@ -45,7 +45,7 @@ func TestBadInput(t *testing.T) {
 		}{
 			{"malformed JSON", "submit", "", `{"gid": "x1", "trans_type": `, 400, "malformed JSON"},
 			{"not an object", "submit", "", `[1,2]`, 400, "malformed JSON"},
-			{"unknown trans_type", "submit", "x2", `{"gid":"x2","trans_type":"xa"}`, 400, `unsupported trans_type \"xa\"`},
+			{"unknown trans_type", "submit", "x2", `{"gid":"x2","trans_type":"workflow"}`, 400, `unsupported trans_type \"workflow\"`},
 			{"workflow", "prepare", "x3", `{"gid":"x3","trans_type":"workflow"}`, 400, "unsupported trans_type"},
 			{"no trans_type", "submit", "x4", `{"gid":"x4"}`, 400, "trans_type is empty"},
 			{"no gid", "submit", "", `{"trans_type":"saga"}`, 400, "gid is empty"},

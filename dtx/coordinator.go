@@ -173,7 +173,7 @@ func (c *Coordinator) Submit(ctx context.Context, r *Request) error {
 	now := time.Now().UTC()
 	var g *Global
 	var branches []Branch
-	if r.TransType != TypeTCC {
+	if !Registered(r.TransType) {
 		if err := c.expandTopics(ctx, r); err != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func (c *Coordinator) Abort(ctx context.Context, r *Request) error {
 	if cur.TransType == TypeMsg && cur.Status == StatusPrepared {
 		return c.transition(ctx, cur, StatusFailed, r.RollbackReason, token, true)
 	}
-	if cur.TransType != TypeTCC || (cur.Status != StatusPrepared && cur.Status != StatusAborting) {
+	if !Registered(cur.TransType) || (cur.Status != StatusPrepared && cur.Status != StatusAborting) {
 		return fmt.Errorf("trans type '%s' with status '%s' cannot be aborted: %w", cur.TransType, cur.Status, ErrFailure)
 	}
 	return c.transition(ctx, cur, StatusAborting, r.RollbackReason, token, r.WaitResult)
@@ -298,11 +298,11 @@ func (c *Coordinator) RegisterBranch(ctx context.Context, fields map[string]stri
 		return fmt.Errorf("%w: gid is empty", ErrBadRequest)
 	case bid == "":
 		return fmt.Errorf("%w: branch_id is empty", ErrBadRequest)
-	case fields["trans_type"] != TypeTCC:
-		return fmt.Errorf("%w: unsupported trans_type %q for registerBranch (want tcc)", ErrBadRequest, fields["trans_type"])
+	case !Registered(fields["trans_type"]):
+		return fmt.Errorf("%w: unsupported trans_type %q for registerBranch (want tcc or xa)", ErrBadRequest, fields["trans_type"])
 	}
 	var urls []string
-	for _, op := range []string{OpConfirm, OpCancel} {
+	for _, op := range []string{OpConfirm, OpCancel, "url"} {
 		if u := fields[op]; u != "" {
 			if err := CheckURL(u); err != nil {
 				return fmt.Errorf("%w: %s: %v", ErrBadRequest, op, err)
@@ -313,7 +313,11 @@ func (c *Coordinator) RegisterBranch(ctx context.Context, fields map[string]stri
 	if err := c.checkReachable(ctx, urls); err != nil {
 		return err
 	}
-	m := &Mutation{Gid: gid, NewBranches: tccBranches(gid, bid, fields["data"], fields[OpConfirm], fields[OpCancel]), IfStatus: []string{StatusPrepared}}
+	nb := tccBranches(gid, bid, fields["data"], fields[OpConfirm], fields[OpCancel])
+	if fields["trans_type"] == TypeXA {
+		nb = xaBranches(gid, bid, fields["data"], fields["url"])
+	}
+	m := &Mutation{Gid: gid, NewBranches: nb, IfStatus: []string{StatusPrepared}}
 	err := c.commit.do(ctx, m)
 	if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("no transaction with gid %s and status prepared: %w", gid, ErrFailure)

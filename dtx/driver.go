@@ -94,7 +94,7 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 	switch r.g.TransType {
 	case TypeSaga:
 		err = r.saga(ctx)
-	case TypeTCC:
+	case TypeTCC, TypeXA:
 		err = r.tcc(ctx)
 	case TypeMsg:
 		err = r.msg(ctx)
@@ -257,8 +257,8 @@ func (c *Coordinator) doCall(ctx context.Context, g *Global, uri, branchID, op s
 	u := *base
 	u.RawQuery = branchQuery(base.RawQuery, g.Gid, g.TransType, branchID, op)
 	method := http.MethodGet
-	if len(body) > 0 {
-		method = http.MethodPost
+	if len(body) > 0 || g.TransType == TypeXA {
+		method = http.MethodPost // dtm: a payload, or any XA branch
 	}
 	a, err := c.branches.do(ctx, method, &u, body, g.Options.BranchHeaders, c.requestTimeout(g))
 	if err != nil {

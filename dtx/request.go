@@ -51,11 +51,11 @@ func (r *Request) check() error {
 		return bad("gid is longer than 128 bytes")
 	}
 	switch r.TransType {
-	case TypeSaga, TypeTCC, TypeMsg:
+	case TypeSaga, TypeTCC, TypeMsg, TypeXA:
 	case "":
-		return bad("trans_type is empty (want saga, tcc or msg)")
+		return bad("trans_type is empty (want saga, tcc, msg or xa)")
 	default:
-		return bad("unsupported trans_type %q (want saga, tcc or msg)", r.TransType)
+		return bad("unsupported trans_type %q (want saga, tcc, msg or xa)", r.TransType)
 	}
 	if r.Protocol != "" && r.Protocol != "http" {
 		return bad("unsupported protocol %q: sluice speaks dtm's HTTP protocol only", r.Protocol)
@@ -237,6 +237,15 @@ func GenBranches(g *Global) []Branch {
 		}
 	}
 	return out
+}
+
+// xaBranches are the two branches dtm's registerBranch stores for XA: the
+// same URL, called with op rollback or commit.
+func xaBranches(gid, branchID, data, url string) []Branch {
+	return []Branch{
+		{Gid: gid, BranchID: branchID, Op: OpRollback, URL: url, BinData: []byte(data), Status: StatusPrepared},
+		{Gid: gid, BranchID: branchID, Op: OpCommit, URL: url, BinData: []byte(data), Status: StatusPrepared},
+	}
 }
 
 // tccBranches are the two branches dtm's registerBranch stores for TCC.
@@ -531,6 +540,8 @@ func known(b []byte) string {
 		return TypeMsg
 	case TypeTCC:
 		return TypeTCC
+	case TypeXA:
+		return TypeXA
 	case "http":
 		return "http"
 	}

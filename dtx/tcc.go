@@ -37,7 +37,17 @@ func (r *run) tcc(ctx context.Context) error {
 	default:
 		return nil
 	}
-	for i := len(r.branches) - 1; i >= 0; i-- {
+	// XA (dtm's HTTP XA) is TCC with commit and rollback, called in the
+	// order the branches registered rather than last first.
+	xa := r.g.TransType == TypeXA
+	if xa {
+		op = map[string]string{OpConfirm: OpCommit, OpCancel: OpRollback}[op]
+	}
+	for k := range r.branches {
+		i := len(r.branches) - 1 - k
+		if xa {
+			i = k
+		}
 		if r.branches[i].Op != op || r.branches[i].Status != StatusPrepared {
 			continue
 		}

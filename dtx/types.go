@@ -26,7 +26,12 @@ const (
 	TypeSaga = "saga"
 	TypeTCC  = "tcc"
 	TypeMsg  = "msg"
+	TypeXA   = "xa"
 )
+
+// Registered reports whether a type's branches are registered one by one
+// while it is prepared (TCC, XA) rather than laid out from its steps.
+func Registered(transType string) bool { return transType == TypeTCC || transType == TypeXA }
 
 // Branch operations.
 const (
@@ -35,6 +40,8 @@ const (
 	OpTry        = "try"
 	OpConfirm    = "confirm"
 	OpCancel     = "cancel"
+	OpCommit     = "commit"
+	OpRollback   = "rollback"
 )
 
 // Results a branch returns, as dtm defines them: in the body, or as HTTP 409

@@ -40,7 +40,7 @@ func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
 	mux.HandleFunc("POST /api/dtmsvr/abort", h.abort)
 	mux.HandleFunc("POST /api/dtmsvr/forceStop", h.gidOp(c.ForceStop))
 	mux.HandleFunc("POST /api/dtmsvr/resetNextCronTime", h.gidOp(c.ResetNextCronTime))
-	for _, p := range []string{"registerBranch", "registerTccBranch"} {
+	for _, p := range []string{"registerBranch", "registerTccBranch", "registerXaBranch"} {
 		mux.HandleFunc("POST /api/dtmsvr/"+p, h.registerBranch)
 	}
 	mux.HandleFunc("GET /api/dtmsvr/query", h.query)
@@ -85,7 +85,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case "/api/dtmsvr/abort":
 			h.abort(w, r)
 			return
-		case "/api/dtmsvr/registerBranch", "/api/dtmsvr/registerTccBranch":
+		case "/api/dtmsvr/registerBranch", "/api/dtmsvr/registerTccBranch", "/api/dtmsvr/registerXaBranch":
 			h.registerBranch(w, r)
 			return
 		}

@@ -118,7 +118,7 @@ func TestLeanKeepAlive(t *testing.T) {
 // status and body net/http's path gives for the same request.
 func TestLeanErrorsMatchNetHTTP(t *testing.T) {
 	e := newLean(t, 10*time.Second)
-	for _, body := range []string{`{"gid":"e1","trans_type":"xa"}`, `{"gid": `, `{"gid":"e2","trans_type":"saga"}`} {
+	for _, body := range []string{`{"gid":"e1","trans_type":"workflow"}`, `{"gid": `, `{"gid":"e2","trans_type":"saga"}`} {
 		c, br := e.dial(t)
 		write(t, c, post("/api/dtmsvr/prepare", body))
 		lean, leanBody := read(t, br)
