@@ -69,7 +69,6 @@ func (r *run) readyActions(sc *sagaCustom, n int, tried map[int]bool) []int {
 	return ready
 }
 
-
 // sagaActions runs actions until all succeeded (done), one failed (the saga
 // moves to aborting) or an error leaves the rest for a retry (done).
 func (r *run) sagaActions(ctx context.Context, sc *sagaCustom, n int) (bool, error) {
