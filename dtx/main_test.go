@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-db/sluice/dtx"
 	"github.com/sluice-db/sluice/dtx/boltstore"
 	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/dtx/memstore"
 	"github.com/sluice-db/sluice/dtx/mysqlstore"
 	"github.com/sluice-db/sluice/sandbox"
 )
@@ -57,10 +58,12 @@ func mysqlStore(t *testing.T, database string) dtx.Store {
 	return st
 }
 
-// eachStore runs f on a bolt store and on a MySQL store.
+// eachStore runs f on each store: bolt, MySQL and memory (the shared
+// store contract).
 func eachStore(t *testing.T, f func(t *testing.T, st dtx.Store)) {
 	t.Run("bolt", func(t *testing.T) { f(t, boltStore(t)) })
 	t.Run("mysql", func(t *testing.T) { f(t, mysqlStore(t, "dtx_"+sanitize(t.Name()))) })
+	t.Run("memory", func(t *testing.T) { f(t, memstore.New()) })
 }
 
 func sanitize(s string) string {

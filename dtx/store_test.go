@@ -3,6 +3,7 @@ package dtx_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,75 @@ func TestApplyBatchOutcomes(t *testing.T) {
 			if g, _, _ := st.Get(ctx, gid); g.Status != dtx.StatusSubmitted || g.Owner != "o1" {
 				t.Errorf("%s changed by a failed mutation: %+v", gid, g)
 			}
+		}
+	})
+}
+
+// TestKVContract: every store keeps dtm's key-value entries (topics) the
+// same way: a create of an existing key and a write over a stale version
+// fail and change nothing, versions count writes, lists page in key order
+// within a category, and a delete of a missing key says so.
+func TestKVContract(t *testing.T) {
+	eachStore(t, func(t *testing.T, st dtx.Store) {
+		kvs, ok := st.(dtx.KVStore)
+		if !ok {
+			t.Fatalf("%T keeps no key-value entries", st)
+		}
+		ctx := context.Background()
+		if _, err := kvs.KVGet(ctx, "topics", "a"); !errors.Is(err, dtx.ErrNotFound) {
+			t.Fatalf("get of a missing key: %v", err)
+		}
+		for _, k := range []string{"b", "a", "c"} {
+			if err := kvs.KVPut(ctx, &dtx.KV{Cat: "topics", K: k, V: "v-" + k}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := kvs.KVPut(ctx, &dtx.KV{Cat: "other", K: "a", V: "x"}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := kvs.KVPut(ctx, &dtx.KV{Cat: "topics", K: "a", V: "again"}, 0); !errors.Is(err, dtx.ErrExists) {
+			t.Fatalf("second create: %v", err)
+		}
+		a, err := kvs.KVGet(ctx, "topics", "a")
+		if err != nil || a.V != "v-a" || a.Version != 1 || a.CreateTime == nil {
+			t.Fatalf("get a: %+v %v", a, err)
+		}
+		a.V = "w"
+		if err := kvs.KVPut(ctx, a, 1); err != nil || a.Version != 2 {
+			t.Fatalf("update at version 1: %v (version %d)", err, a.Version)
+		}
+		stale := &dtx.KV{Cat: "topics", K: "a", V: "stale"}
+		if err := kvs.KVPut(ctx, stale, 1); !errors.Is(err, dtx.ErrConflict) {
+			t.Fatalf("update at a stale version: %v", err)
+		}
+		if a, err := kvs.KVGet(ctx, "topics", "a"); err != nil || a.V != "w" || a.Version != 2 {
+			t.Fatalf("after the stale update: %+v %v", a, err)
+		}
+		var keys []string
+		for after := ""; ; {
+			page, err := kvs.KVList(ctx, "topics", after, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kv := range page {
+				keys = append(keys, kv.Cat+"/"+kv.K)
+			}
+			if len(page) < 2 {
+				break
+			}
+			after = page[len(page)-1].K
+		}
+		if got := strings.Join(keys, ","); got != "topics/a,topics/b,topics/c" {
+			t.Fatalf("pages of topics: %s", got)
+		}
+		if err := kvs.KVDelete(ctx, "topics", "b"); err != nil {
+			t.Fatal(err)
+		}
+		if err := kvs.KVDelete(ctx, "topics", "b"); !errors.Is(err, dtx.ErrNotFound) {
+			t.Fatalf("second delete: %v", err)
+		}
+		if all, err := kvs.KVList(ctx, "topics", "", 100); err != nil || len(all) != 2 {
+			t.Fatalf("after delete: %v %v", all, err)
 		}
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-db/sluice/dtx"
 	"github.com/sluice-db/sluice/dtx/boltstore"
 	"github.com/sluice-db/sluice/dtx/httpapi"
+	"github.com/sluice-db/sluice/dtx/memstore"
 	"github.com/sluice-db/sluice/dtx/mysqlstore"
 )
 
@@ -67,7 +68,7 @@ database is created if missing; several serve processes may share it).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", defaultDtxListen, "address to serve HTTP on")
-	f.StringVar(&store, "store", "bolt://"+defaultBoltPath(), "store URL: bolt:///path/file.db or mysql://user:password@host:port/db")
+	f.StringVar(&store, "store", "bolt://"+defaultBoltPath(), "store URL: bolt:///path/file.db, mysql://user:password@host:port/db, or mem:// (in memory, for tests: nothing survives a restart)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.Instance, "instance", cfg.Instance, "name of this coordinator in lease tokens and logs")
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "timeout of one branch call")
@@ -139,8 +140,11 @@ func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
 		}
 		s, err := boltstore.Open(p)
 		return s, "bolt", err
+	case "mem":
+		// For tests and trying it out: nothing survives the process.
+		return memstore.New(), "memory (nothing survives a restart)", nil
 	}
-	return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "unknown store scheme %q", u.Scheme)
+	return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db, mysql://user:password@host:port/db or mem:// (tests only)", "unknown store scheme %q", u.Scheme)
 }
 
 // reclaimEvery is how often dtx serve looks for memory to give back.
