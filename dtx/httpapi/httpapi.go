@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -251,16 +252,25 @@ func (h *handler) query(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"transaction": globalJSON(g), "branches": out})
 }
 
+// pageLimit is a listing's limit query parameter: 100 when absent, as dtm.
+func pageLimit(q url.Values) (int, error) {
+	s := q.Get("limit")
+	if s == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%w: limit must be a positive integer", dtx.ErrBadRequest)
+	}
+	return n, nil
+}
+
 func (h *handler) all(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := 100
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			writeErr(w, fmt.Errorf("%w: limit must be a positive integer", dtx.ErrBadRequest))
-			return
-		}
-		limit = n
+	limit, err := pageLimit(q)
+	if err != nil {
+		writeErr(w, err)
+		return
 	}
 	if gid := q.Get("gid"); gid != "" {
 		g, _, err := h.c.Query(r.Context(), gid)

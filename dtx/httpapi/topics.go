@@ -1,11 +1,7 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
-
-	"github.com/sluice-db/sluice/dtx"
 )
 
 // Topic and key-value routes, as dtm serves them.
@@ -32,14 +28,10 @@ func (h *handler) topicRoutes() {
 	})
 	h.mux.HandleFunc("GET /api/dtmsvr/scanKV", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		limit := 100
-		if s := q.Get("limit"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n <= 0 {
-				writeErr(w, fmt.Errorf("%w: limit must be a positive integer", dtx.ErrBadRequest))
-				return
-			}
-			limit = n
+		limit, err := pageLimit(q)
+		if err != nil {
+			writeErr(w, err)
+			return
 		}
 		kv, next, err := h.c.ScanKV(r.Context(), q.Get("cat"), q.Get("position"), limit)
 		if err != nil {
