@@ -2,6 +2,7 @@ package replicate_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +68,7 @@ func TestPrometheusScrapesTheDashboard(t *testing.T) {
 	}
 	cmd := exec.Command(prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port))
-	var log strings.Builder
+	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -97,7 +99,7 @@ func TestPrometheusScrapesTheDashboard(t *testing.T) {
 			q := vars.Replace(tg.Expr)
 			for limit := time.Now().Add(2 * time.Minute); ; {
 				n, err := promQuery(api, q)
-				if err != nil && !strings.Contains(err.Error(), "connection refused") {
+				if err != nil && !strings.Contains(err.Error(), "connection refused") && !errors.Is(err, errNotReady) {
 					t.Fatalf("panel %q: %s: %v\n%s", p.Title, q, err, log.String())
 				}
 				if n > 0 {
@@ -140,6 +142,11 @@ func promQuery(api, q string) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		// Prometheus answers 503 "Service Unavailable" until its storage
+		// is ready: the same as not listening yet.
+		return 0, errNotReady
+	}
 	var r struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -154,6 +161,27 @@ func promQuery(api, q string) (int, error) {
 		return 0, fmt.Errorf("query %s: %s", q, r.Error)
 	}
 	return len(r.Data.Result), nil
+}
+
+var errNotReady = errors.New("prometheus: not ready yet")
+
+// syncBuffer is the Prometheus process's output, written by the process's
+// copying goroutines while the test may read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func freePort(t *testing.T) int {
