@@ -1,7 +1,6 @@
 package load_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -280,23 +279,8 @@ func waitFor(t *testing.T, exited chan error, out *syncBuffer, what string, cond
 	}
 }
 
-// syncBuffer is a bytes.Buffer that a process writes while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is what a sluice process writes while the test reads it.
+type syncBuffer = sandboxtest.SyncBuffer
 
 // TestInterruptedReloadFinishes simulates a crash in the middle of emptying
 // a table for its reload: the checkpoints are gone and the load_reset mark

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sluice-db/sluice/internal/sandboxtest"
@@ -259,23 +258,8 @@ func gtidAtLeast(have, want string) bool {
 	return true
 }
 
-// syncBuf is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuf is written by one goroutine while another reads it.
+type syncBuf = sandboxtest.SyncBuffer
 
 // migrateRun is `sluice migrate --mode all` running in this process, for
 // the tests that drive the source while it replicates.
