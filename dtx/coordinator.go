@@ -35,12 +35,10 @@ type Coordinator struct {
 	active sync.Map // gid -> struct{}: driven by this process right now
 	// working counts the API calls and background drives in progress: the
 	// transactions this process is working on, for the commit wait.
-	working  atomic.Int64
-	cpu      *hostCPU
-	slots    chan struct{}
-	hooks    *hooks
-	skew     atomic.Int64 // CronOnce's move of the timeout clock, in ns
-	cronSkew atomic.Int64 // and of the delay clock
+	working atomic.Int64
+	cpu     *hostCPU
+	slots   chan struct{}
+	hooks   *hooks
 }
 
 // New builds a coordinator on store. reg receives the metrics (nil: none).

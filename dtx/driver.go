@@ -75,6 +75,19 @@ func (c *Coordinator) driveNew(ctx context.Context, g *Global, branches []Branch
 	}
 }
 
+// beforeTimeout reports whether a prepared TCC or message is looked at
+// before its timeout_to_fail (recovery claims it at the timeout, but
+// resetNextCronTime brings it up earlier); if so it is put back until then,
+// untouched, as dtm leaves it.
+func (r *run) beforeTimeout(ctx context.Context) (bool, error) {
+	due := r.g.CreateTime.Add(r.c.timeoutToFail(r.g))
+	if !r.c.now().Before(due) {
+		return false, nil
+	}
+	r.g.NextCronTime, r.g.LeaseUntil = due, time.Time{}
+	return true, r.save(ctx)
+}
+
 // failureMessage is dtm's form of a failure with a message: the message,
 // a space and FAILURE (dtmcli.ErrorMessage2Error), so a client that looks
 // for the business's own words finds them unchanged.

@@ -12,12 +12,9 @@ import (
 // or is still open (ask again later).
 func (r *run) msg(ctx context.Context) error {
 	if r.g.Status == StatusPrepared {
-		// As dtm, a prepared message is checked only once its timeout has
-		// passed, even when resetNextCronTime brought it up earlier: its
-		// local transaction may still be running.
-		if due := r.g.CreateTime.Add(r.c.timeoutToFail(r.g)); r.c.now().Before(due) {
-			r.g.NextCronTime, r.g.LeaseUntil = due, time.Time{}
-			return r.save(ctx)
+		// Its local transaction may still be running.
+		if early, err := r.beforeTimeout(ctx); early || err != nil {
+			return err
 		}
 		if err := r.keepLease(ctx); err != nil {
 			return err

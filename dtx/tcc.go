@@ -11,13 +11,9 @@ import (
 // registered first.
 func (r *run) tcc(ctx context.Context) error {
 	if r.g.Status == StatusPrepared {
-		// Recovery claims a prepared TCC once its timeout passed, or
-		// earlier after resetNextCronTime: like dtm, it is cancelled only
-		// once the timeout has passed, since its caller may still be
-		// registering branches.
-		if due := r.g.CreateTime.Add(r.c.timeoutToFail(r.g)); r.c.now().Before(due) {
-			r.g.NextCronTime, r.g.LeaseUntil = due, time.Time{}
-			return r.save(ctx)
+		// Its caller may still be registering branches.
+		if early, err := r.beforeTimeout(ctx); early || err != nil {
+			return err
 		}
 		if err := r.setStatus(ctx, StatusAborting, fmt.Sprintf("Timeout after %d seconds", int64(r.c.timeoutToFail(r.g)/time.Second))); err != nil {
 			return err

@@ -3,6 +3,7 @@ package dtx
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,7 +17,9 @@ import (
 
 // hooks is the state of the test hooks; nil when they are off.
 type hooks struct {
-	processed chan string // gid after each drive pass, like dtm's TransProcessedTestChan
+	processed chan string  // gid after each drive pass, like dtm's TransProcessedTestChan
+	skew      atomic.Int64 // CronOnce's move of the timeout clock, in ns
+	cronSkew  atomic.Int64 // and of the delay clock
 }
 
 func newHooks(on bool) *hooks {
@@ -80,10 +83,10 @@ func (c *Coordinator) CronOnce(ctx context.Context, cronForward, nowForward time
 	if err != nil {
 		return "", err
 	}
-	c.skew.Store(int64(nowForward))
-	c.cronSkew.Store(int64(cronForward))
-	defer c.skew.Store(0)
-	defer c.cronSkew.Store(0)
+	c.hooks.skew.Store(int64(nowForward))
+	c.hooks.cronSkew.Store(int64(cronForward))
+	defer c.hooks.skew.Store(0)
+	defer c.hooks.cronSkew.Store(0)
 	r := &run{c: c, g: g, branches: branches, token: token, saved: g.Status}
 	_ = c.drive(ctx, r)
 	return g.Gid, nil
@@ -92,13 +95,19 @@ func (c *Coordinator) CronOnce(ctx context.Context, cronForward, nowForward time
 // now is the clock for timeouts: the wall clock, moved forward by CronOnce
 // (dtm's NowForwardDuration).
 func (c *Coordinator) now() time.Time {
-	return time.Now().Add(time.Duration(c.skew.Load()))
+	if c.hooks == nil {
+		return time.Now()
+	}
+	return time.Now().Add(time.Duration(c.hooks.skew.Load()))
 }
 
 // cronNow is the clock for a message's delay: the wall clock, moved forward
 // by CronOnce's cron window (dtm's needDelay uses CronForwardDuration).
 func (c *Coordinator) cronNow() time.Time {
-	return time.Now().Add(time.Duration(c.cronSkew.Load()))
+	if c.hooks == nil {
+		return time.Now()
+	}
+	return time.Now().Add(time.Duration(c.hooks.cronSkew.Load()))
 }
 
 var errHooksOff = errors.New("test hooks are off (sluice dtx serve --test-hooks)")
