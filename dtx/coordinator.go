@@ -7,24 +7,25 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-db/sluice/dtx/internal/wire"
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 // Coordinator drives global transactions. It is safe for concurrent use.
 type Coordinator struct {
-	cfg      Config
-	store    Store
-	commit   *committer
-	branches *branchClient
-	metrics  *Metrics
-	log      *slog.Logger
-	urls     *reachability
+	cfg     Config
+	store   Store
+	commit  *committer
+	caller  wire.Caller
+	metrics *Metrics
+	log     *slog.Logger
 
 	instance string // unique per process, prefix of every lease token
 	seq      atomic.Uint64
@@ -36,7 +37,7 @@ type Coordinator struct {
 	// working counts the API calls and background drives in progress: the
 	// transactions this process is working on, for the commit wait.
 	working atomic.Int64
-	cpu     *hostCPU
+	cpu     *procstat.Busy
 	slots   chan struct{}
 	hooks   *hooks
 }
@@ -53,17 +54,13 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 	_, _ = rand.Read(rnd[:])
 	m := NewMetrics(reg)
 	ctx, cancel := context.WithCancel(context.Background())
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 1024
-	tr.MaxIdleConnsPerHost = 512
 	c := &Coordinator{
 		cfg:      cfg,
 		store:    store,
 		commit:   newCommitter(store, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommitWait, m),
-		branches: newBranchClient(&http.Client{Transport: tr}, 512),
+		caller:   wire.New(),
 		metrics:  m,
 		log:      log,
-		urls:     newReachability(),
 		instance: cfg.Instance + "-" + hex.EncodeToString(rnd[:]),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -71,8 +68,8 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 		hooks:    newHooks(cfg.TestHooks),
 	}
 	c.commit.inflight = c.working.Load
-	c.cpu = newHostCPU()
-	c.commit.hostLoad = c.cpu.load
+	c.cpu = procstat.NewBusy()
+	c.commit.hostLoad = c.cpu.Load
 	return c, nil
 }
 
@@ -101,7 +98,7 @@ func (c *Coordinator) Start() error {
 	go c.purgeLoop()
 	go func() {
 		defer c.wg.Done()
-		c.cpu.run(c.ctx.Done(), 250*time.Millisecond)
+		c.cpu.Run(c.ctx.Done(), 250*time.Millisecond)
 	}()
 	return nil
 }
@@ -112,7 +109,9 @@ func (c *Coordinator) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	c.commit.close()
-	c.branches.close()
+	if cl, ok := c.caller.(interface{ Close() }); ok {
+		cl.Close()
+	}
 	return nil
 }
 
@@ -134,7 +133,7 @@ func (c *Coordinator) Prepare(ctx context.Context, r *Request) error {
 	if r.TransType == TypeSaga {
 		return fmt.Errorf("%w: a saga is submitted directly, it has no prepare phase", ErrBadRequest)
 	}
-	if err := c.checkReachable(ctx, r.branchURLs()); err != nil {
+	if err := c.checkReachable(ctx, r.Protocol, r.branchURLs()); err != nil {
 		return err
 	}
 	if err := c.expandTopics(ctx, r); err != nil {
@@ -164,7 +163,7 @@ func (c *Coordinator) Prepare(ctx context.Context, r *Request) error {
 func (c *Coordinator) Submit(ctx context.Context, r *Request) error {
 	c.working.Add(1)
 	defer c.working.Add(-1)
-	if err := c.checkReachable(ctx, r.branchURLs()); err != nil {
+	if err := c.checkReachable(ctx, r.Protocol, r.branchURLs()); err != nil {
 		return err
 	}
 	token := c.newToken()
@@ -302,13 +301,13 @@ func (c *Coordinator) RegisterBranch(ctx context.Context, fields map[string]stri
 	var urls []string
 	for _, op := range []string{OpConfirm, OpCancel, "url"} {
 		if u := fields[op]; u != "" {
-			if err := CheckURL(u); err != nil {
+			if err := wire.CheckURL(u, wire.HTTP); err != nil {
 				return fmt.Errorf("%w: %s: %v", ErrBadRequest, op, err)
 			}
 			urls = append(urls, u)
 		}
 	}
-	if err := c.checkReachable(ctx, urls); err != nil {
+	if err := c.checkReachable(ctx, wire.HTTP, urls); err != nil {
 		return err
 	}
 	nb := tccBranches(gid, bid, fields["data"], fields[OpConfirm], fields[OpCancel])

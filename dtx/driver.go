@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
+
+	"github.com/sluice-db/sluice/dtx/internal/wire"
 )
 
 // run is one attempt at driving one transaction, by the holder of its lease.
@@ -263,56 +263,31 @@ func (c *Coordinator) callURL(ctx context.Context, g *Global, uri, branchID, op 
 }
 
 func (c *Coordinator) doCall(ctx context.Context, g *Global, uri, branchID, op string, body []byte) (string, error) {
-	base, err := branchURLs.get(uri)
+	a, err := c.caller.Call(ctx, &wire.Call{
+		URL: uri, Protocol: g.Protocol, Gid: g.Gid, TransType: g.TransType, BranchID: branchID, Op: op,
+		Body: body, Headers: g.Options.BranchHeaders, Timeout: c.requestTimeout(g),
+	})
 	if err != nil {
 		return "", err
 	}
-	u := *base
-	u.RawQuery = branchQuery(base.RawQuery, g.Gid, g.TransType, branchID, op)
-	method := http.MethodGet
-	if len(body) > 0 || g.TransType == TypeXA {
-		method = http.MethodPost // dtm: a payload, or any XA branch
+	if a.Outcome == ResultFailure {
+		return ResultFailure, failureMessage(a.Message)
 	}
-	a, err := c.branches.do(ctx, method, &u, body, g.Options.BranchHeaders, c.requestTimeout(g))
-	if err != nil {
-		return "", err
-	}
-	s := string(a.body)
-	switch {
-	case a.status == http.StatusTooEarly || strings.Contains(s, ResultOngoing):
-		return ResultOngoing, nil
-	case a.status == http.StatusConflict || strings.Contains(s, ResultFailure):
-		// The body is the business's reason ({"message":"Insufficient
-		// balance"}); dtm keeps it in the rollback reason.
-		return ResultFailure, failureMessage(oneLine(s, 1000))
-	case a.status != http.StatusOK:
-		return "", fmt.Errorf("HTTP %d: %s", a.status, strings.TrimSpace(oneLine(s, 200)))
-	}
-	return ResultSuccess, nil
+	return a.Outcome, nil
 }
 
-// branchQuery adds dtm's four query parameters to a branch URL's query.
-func branchQuery(raw, gid, transType, branchID, op string) string {
-	if raw == "" {
-		// What url.Values.Encode makes of the four keys, in its (sorted)
-		// order, without building the map.
-		return "branch_id=" + url.QueryEscape(branchID) + "&gid=" + url.QueryEscape(gid) +
-			"&op=" + url.QueryEscape(op) + "&trans_type=" + url.QueryEscape(transType)
+// checkReachable refuses branch URLs whose hosts do not accept a
+// connection (when the configuration asks for the probe).
+func (c *Coordinator) checkReachable(ctx context.Context, protocol string, urls []string) error {
+	if !c.cfg.CheckBranchURLs {
+		return nil
 	}
-	q, _ := url.ParseQuery(raw)
-	q.Set("gid", gid)
-	q.Set("trans_type", transType)
-	q.Set("branch_id", branchID)
-	q.Set("op", op)
-	return q.Encode()
-}
-
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > max {
-		s = s[:max] + "..."
+	for _, s := range urls {
+		if err := c.caller.Check(ctx, s, protocol, true); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
 	}
-	return s
+	return nil
 }
 
 // runParallel calls the given branches concurrently and returns their outcomes.

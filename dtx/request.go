@@ -3,10 +3,10 @@ package dtx
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
-	"unsafe"
+
+	"github.com/sluice-db/sluice/dtx/internal/wire"
 )
 
 // Request is the JSON body of dtm's prepare, submit and abort calls (dtm's
@@ -98,7 +98,7 @@ func (r *Request) check() error {
 				delete(s, keySubscribers) // set by expandTopics, never by a client
 				continue
 			}
-			if err := CheckURL(u); err != nil {
+			if err := wire.CheckURL(u, r.Protocol); err != nil {
 				return bad("step %d %s: %v", i+1, op, err)
 			}
 		}
@@ -115,7 +115,7 @@ func (r *Request) check() error {
 		}
 	}
 	if r.QueryPrepared != "" {
-		if err := CheckURL(r.QueryPrepared); err != nil {
+		if err := wire.CheckURL(r.QueryPrepared, r.Protocol); err != nil {
 			return bad("query_prepared: %v", err)
 		}
 	}
@@ -126,32 +126,6 @@ var (
 	actionOnly       = [...]string{OpAction}
 	actionCompensate = [...]string{OpAction, OpCompensate}
 )
-
-// CheckURL accepts absolute http and https URLs with a host. Accepted URLs
-// are kept parsed in branchURLs (refused ones are not, so their errors are
-// computed as before each time).
-func CheckURL(s string) error {
-	u, cached := branchURLs.lookup(s)
-	if !cached {
-		if s == "" {
-			return fmt.Errorf("empty URL")
-		}
-		var err error
-		if u, err = url.Parse(s); err != nil {
-			return fmt.Errorf("bad URL %q: %v", s, err)
-		}
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("URL %q: only http and https branches are supported", s)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("URL %q has no host", s)
-	}
-	if !cached {
-		branchURLs.add(s, u)
-	}
-	return nil
-}
 
 // escape drops the characters dtm strips from gids.
 func escape(s string) string {
@@ -327,16 +301,16 @@ type msgCustom struct {
 // one takes, and encoding/json has the last word on the rest. It exists
 // because it costs a fraction of encoding/json's reflection on every submit.
 func decodeRequest(b []byte, r *Request) bool {
-	d := jsonScanner{b: b}
-	if !d.consume('{') {
+	d := wire.NewJSON(b)
+	if !d.Consume('{') {
 		return false
 	}
 	var seen uint32
-	if d.consume('}') {
-		return d.end()
+	if d.Consume('}') {
+		return d.End()
 	}
 	for {
-		key, ok := d.rawKey()
+		key, ok := d.RawKey()
 		if !ok {
 			return false
 		}
@@ -347,61 +321,61 @@ func decodeRequest(b []byte, r *Request) bool {
 		seen |= bit
 		switch bit {
 		case keyGid:
-			r.Gid, ok = d.str()
+			r.Gid, ok = d.Str()
 		case keyTransType:
-			r.TransType, ok = d.str()
+			r.TransType, ok = d.Str()
 		case keyCustomData:
-			r.CustomData, ok = d.str()
+			r.CustomData, ok = d.Str()
 		case keyQueryPrepared:
-			r.QueryPrepared, ok = d.str()
+			r.QueryPrepared, ok = d.Str()
 		case keyProtocol:
-			r.Protocol, ok = d.str()
+			r.Protocol, ok = d.Str()
 		case keyRollbackReason:
-			r.RollbackReason, ok = d.str()
+			r.RollbackReason, ok = d.Str()
 		case keyWaitResult:
-			r.WaitResult, ok = d.boolean()
+			r.WaitResult, ok = d.Bool()
 		case keyConcurrent:
-			r.Concurrent, ok = d.boolean()
+			r.Concurrent, ok = d.Bool()
 		case keyTimeoutToFail:
-			r.TimeoutToFail, ok = d.int()
+			r.TimeoutToFail, ok = d.Int()
 		case keyRequestTimeout:
-			r.RequestTimeout, ok = d.int()
+			r.RequestTimeout, ok = d.Int()
 		case keyRetryInterval:
-			r.RetryInterval, ok = d.int()
+			r.RetryInterval, ok = d.Int()
 		case keyRetryLimit:
-			r.RetryLimit, ok = d.int()
+			r.RetryLimit, ok = d.Int()
 		case keyRetryCount:
-			r.RetryCount, ok = d.int()
+			r.RetryCount, ok = d.Int()
 		case keyBranchHeaders:
-			r.BranchHeaders, ok = d.object()
+			r.BranchHeaders, ok = d.Object()
 		case keyPayloads:
-			if ok = d.consume('['); ok {
+			if ok = d.Consume('['); ok {
 				r.Payloads = make([]string, 0, 4) // room for the usual few steps
-				if !d.consume(']') {
+				if !d.Consume(']') {
 					for ok {
 						var p string
-						if p, ok = d.str(); ok {
+						if p, ok = d.Str(); ok {
 							r.Payloads = append(r.Payloads, p)
-							if d.consume(']') {
+							if d.Consume(']') {
 								break
 							}
-							ok = d.consume(',')
+							ok = d.Consume(',')
 						}
 					}
 				}
 			}
 		case keySteps:
-			if ok = d.consume('['); ok {
+			if ok = d.Consume('['); ok {
 				r.Steps = make([]map[string]string, 0, 4)
-				if !d.consume(']') {
+				if !d.Consume(']') {
 					for ok {
 						var m map[string]string
-						if m, ok = d.object(); ok {
+						if m, ok = d.Object(); ok {
 							r.Steps = append(r.Steps, m)
-							if d.consume(']') {
+							if d.Consume(']') {
 								break
 							}
-							ok = d.consume(',')
+							ok = d.Consume(',')
 						}
 					}
 				}
@@ -410,10 +384,10 @@ func decodeRequest(b []byte, r *Request) bool {
 		if !ok {
 			return false
 		}
-		if d.consume('}') {
-			return d.end()
+		if d.Consume('}') {
+			return d.End()
 		}
-		if !d.consume(',') {
+		if !d.Consume(',') {
 			return false
 		}
 	}
@@ -447,223 +421,3 @@ const (
 	keyPayloads
 	keySteps
 )
-
-// jsonScanner reads the subset of JSON decodeRequest takes; every method
-// reports false on anything outside it.
-type jsonScanner struct {
-	b []byte
-	i int
-}
-
-func (d *jsonScanner) skipSpace() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
-
-// consume skips white space and then c, if c is next.
-func (d *jsonScanner) consume(c byte) bool {
-	d.skipSpace()
-	if d.i < len(d.b) && d.b[d.i] == c {
-		d.i++
-		return true
-	}
-	return false
-}
-
-// end reports whether only white space is left.
-func (d *jsonScanner) end() bool {
-	d.skipSpace()
-	return d.i == len(d.b)
-}
-
-// rawKey reads `"key":` for a key without escapes.
-func (d *jsonScanner) rawKey() ([]byte, bool) {
-	if !d.consume('"') {
-		return nil, false
-	}
-	start := d.i
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		if c == '"' {
-			k := d.b[start:d.i]
-			d.i++
-			return k, d.consume(':')
-		}
-		if c == '\\' || c < 0x20 || c >= 0x80 {
-			return nil, false
-		}
-		d.i++
-	}
-	return nil, false
-}
-
-// str reads an ASCII string, with the escapes JSON has except \u.
-func (d *jsonScanner) str() (string, bool) {
-	if !d.consume('"') {
-		return "", false
-	}
-	start := d.i
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		switch {
-		case c == '"':
-			s := known(d.b[start:d.i])
-			d.i++
-			return s, true
-		case c == '\\':
-			return d.escapedStr(start)
-		case c < 0x20 || c >= 0x80:
-			return "", false
-		}
-		d.i++
-	}
-	return "", false
-}
-
-// known returns the strings every request repeats (step keys, types, the
-// protocol) without allocating, and a copy of anything else.
-func known(b []byte) string {
-	switch string(b) { // no allocation: the compiler compares the bytes
-	case OpAction:
-		return OpAction
-	case OpCompensate:
-		return OpCompensate
-	case TypeSaga:
-		return TypeSaga
-	case TypeMsg:
-		return TypeMsg
-	case TypeTCC:
-		return TypeTCC
-	case TypeXA:
-		return TypeXA
-	case "http":
-		return "http"
-	}
-	return string(b)
-}
-
-// escapedStr finishes a string that has escapes from start (after the quote).
-func (d *jsonScanner) escapedStr(start int) (string, bool) {
-	out := make([]byte, 0, d.i-start+32)
-	out = append(out, d.b[start:d.i]...)
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		switch {
-		case c == '"':
-			d.i++
-			// out is this string's own copy, never written again: no second copy.
-			return unsafe.String(unsafe.SliceData(out), len(out)), true
-		case c == '\\':
-			if d.i+1 >= len(d.b) {
-				return "", false
-			}
-			switch e := d.b[d.i+1]; e {
-			case '"', '\\', '/':
-				out = append(out, e)
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			default: // \u (surrogates, invalid code points) and errors: encoding/json
-				return "", false
-			}
-			d.i += 2
-			continue
-		case c < 0x20 || c >= 0x80:
-			return "", false
-		}
-		out = append(out, c)
-		d.i++
-	}
-	return "", false
-}
-
-func (d *jsonScanner) boolean() (bool, bool) {
-	d.skipSpace()
-	rest := d.b[d.i:]
-	switch {
-	case len(rest) >= 4 && string(rest[:4]) == "true":
-		d.i += 4
-		return true, d.delimited()
-	case len(rest) >= 5 && string(rest[:5]) == "false":
-		d.i += 5
-		return false, d.delimited()
-	}
-	return false, false
-}
-
-// int reads an integer without fraction or exponent, of at most 18 digits
-// (so that it cannot overflow an int64; longer ones go to encoding/json).
-func (d *jsonScanner) int() (int64, bool) {
-	d.skipSpace()
-	neg := d.i < len(d.b) && d.b[d.i] == '-'
-	if neg {
-		d.i++
-	}
-	digits := d.i
-	var n int64
-	for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
-		n = n*10 + int64(d.b[d.i]-'0')
-		d.i++
-	}
-	if d.i == digits || d.i-digits > 18 || d.b[digits] == '0' && d.i-digits > 1 || !d.delimited() {
-		return 0, false
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
-}
-
-// delimited reports whether a literal ends here (and not in "truex" or "1.5").
-func (d *jsonScanner) delimited() bool {
-	if d.i == len(d.b) {
-		return true
-	}
-	switch d.b[d.i] {
-	case ',', '}', ']', ' ', '\t', '\n', '\r':
-		return true
-	}
-	return false
-}
-
-// object reads an object of strings (an empty one too).
-func (d *jsonScanner) object() (map[string]string, bool) {
-	if !d.consume('{') {
-		return nil, false
-	}
-	m := make(map[string]string, 2)
-	if d.consume('}') {
-		return m, true
-	}
-	for {
-		d.skipSpace()
-		k, ok := d.str()
-		if !ok || !d.consume(':') {
-			return nil, false
-		}
-		v, ok := d.str()
-		if !ok {
-			return nil, false
-		}
-		m[k] = v
-		if d.consume('}') {
-			return m, true
-		}
-		if !d.consume(',') {
-			return nil, false
-		}
-	}
-}

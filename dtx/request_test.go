@@ -2,9 +2,7 @@ package dtx
 
 import (
 	"encoding/json"
-	"net/url"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -108,33 +106,6 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("%q:\nfast %#v\njson %#v", body, fast, ref)
 		}
 	})
-}
-
-// TestCheckURLCache: a URL is parsed once, errors are the same each time,
-// and the cache stays within its bound.
-func TestCheckURLCache(t *testing.T) {
-	for _, bad := range []string{"", "ftp://h/x", "http:///x", "http://[::1", "topic-less"} {
-		first, second := CheckURL(bad), CheckURL(bad)
-		if first == nil || second == nil || first.Error() != second.Error() {
-			t.Errorf("%q: %v, then %v", bad, first, second)
-		}
-		if branchURLs.has(bad) {
-			t.Errorf("%q: refused but cached", bad)
-		}
-	}
-	if err := CheckURL("http://127.0.0.1:8081/api/busi/TransOut"); err != nil || !branchURLs.has("http://127.0.0.1:8081/api/busi/TransOut") {
-		t.Fatalf("good URL: %v, cached %v", err, branchURLs.has("http://127.0.0.1:8081/api/busi/TransOut"))
-	}
-	c := parsedURLs{max: 8}
-	for i := 0; i < 20; i++ {
-		c.add("http://h/"+strconv.Itoa(i), &url.URL{})
-		if len(c.m) > c.max {
-			t.Fatalf("cache holds %d, bound %d", len(c.m), c.max)
-		}
-	}
-	if !c.has("http://h/19") {
-		t.Error("the latest URL is not cached")
-	}
 }
 
 func TestEscape(t *testing.T) {

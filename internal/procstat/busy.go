@@ -1,31 +1,30 @@
-package dtx
+package procstat
 
 import (
 	"math"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluice-db/sluice/internal/procstat"
 )
 
-// hostCPU tracks how busy the host's CPUs are, from /proc/stat, for the
-// commit wait: waiting for company trades latency for CPU, which pays only
+// Busy tracks how busy the host's CPUs are, from /proc/stat. dtx's
+// commit wait uses it: waiting for company trades latency for CPU, which pays only
 // when CPU is scarce. On the benchmark host, with 10 clients, waiting made
 // 2-SQL sagas faster (the host 84 % busy) and sagas without business SQL
 // 25 % slower (47 % busy: nothing to gain, only latency).
-type hostCPU struct {
+type Busy struct {
 	busy atomic.Uint64 // float64 bits: busy share, 0..1; NaN until known
 }
 
-func newHostCPU() *hostCPU {
-	h := &hostCPU{}
+// NewBusy returns a sampler whose load is unknown until Run samples.
+func NewBusy() *Busy {
+	h := &Busy{}
 	h.busy.Store(math.Float64bits(math.NaN()))
 	return h
 }
 
-// load is the recent busy share, or 1 when it is not known (no /proc/stat):
+// Load is the recent busy share, or 1 when it is not known (no /proc/stat):
 // then the other conditions alone decide.
-func (h *hostCPU) load() float64 {
+func (h *Busy) Load() float64 {
 	v := math.Float64frombits(h.busy.Load())
 	if math.IsNaN(v) {
 		return 1
@@ -33,10 +32,10 @@ func (h *hostCPU) load() float64 {
 	return v
 }
 
-// run samples /proc/stat every interval until done is closed. Each sample
+// Run samples /proc/stat every interval until done is closed. Each sample
 // weighs a half, so a change of load shows within two or three samples.
-func (h *hostCPU) run(done <-chan struct{}, interval time.Duration) {
-	b0, i0, ok := procstat.CPU()
+func (h *Busy) Run(done <-chan struct{}, interval time.Duration) {
+	b0, i0, ok := CPU()
 	if !ok {
 		return
 	}
@@ -48,7 +47,7 @@ func (h *hostCPU) run(done <-chan struct{}, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		b1, i1, ok := procstat.CPU()
+		b1, i1, ok := CPU()
 		if !ok {
 			return
 		}

@@ -1,8 +1,7 @@
-package dtx
+package wire
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -19,30 +18,6 @@ type reachability struct {
 const reachableTTL = 30 * time.Second
 
 func newReachability() *reachability { return &reachability{ok: map[string]time.Time{}} }
-
-func (c *Coordinator) checkReachable(ctx context.Context, urls []string) error {
-	if !c.cfg.CheckBranchURLs {
-		return nil
-	}
-	for _, s := range urls {
-		u, err := branchURLs.get(s)
-		if err != nil {
-			return fmt.Errorf("%w: bad URL %q", ErrBadRequest, s)
-		}
-		host := u.Host
-		if u.Port() == "" {
-			port := "80"
-			if u.Scheme == "https" {
-				port = "443"
-			}
-			host = net.JoinHostPort(u.Hostname(), port)
-		}
-		if err := c.urls.check(ctx, host); err != nil {
-			return fmt.Errorf("%w: branch URL %s is unreachable: %v", ErrBadRequest, s, err)
-		}
-	}
-	return nil
-}
 
 func (r *reachability) check(ctx context.Context, host string) error {
 	r.mu.Lock()

@@ -1,4 +1,4 @@
-package dtx
+package wire
 
 import (
 	"bufio"
