@@ -45,8 +45,8 @@ func TestBadInput(t *testing.T) {
 		}{
 			{"malformed JSON", "submit", "", `{"gid": "x1", "trans_type": `, 400, "malformed JSON"},
 			{"not an object", "submit", "", `[1,2]`, 400, "malformed JSON"},
-			{"unknown trans_type", "submit", "x2", `{"gid":"x2","trans_type":"workflow"}`, 400, `unsupported trans_type \"workflow\"`},
-			{"workflow", "prepare", "x3", `{"gid":"x3","trans_type":"workflow"}`, 400, "unsupported trans_type"},
+			{"unknown trans_type", "submit", "x2", `{"gid":"x2","trans_type":"flow"}`, 400, `unsupported trans_type \"flow\"`},
+			{"workflow prepare", "prepare", "x3", `{"gid":"x3","trans_type":"workflow"}`, 400, "prepareWorkflow"},
 			{"no trans_type", "submit", "x4", `{"gid":"x4"}`, 400, "trans_type is empty"},
 			{"no gid", "submit", "", `{"trans_type":"saga"}`, 400, "gid is empty"},
 			{"unreachable branch", "submit", "x5", sagaBody("x5", "http://127.0.0.1:1/TransOut", ""), 400, "unreachable"},

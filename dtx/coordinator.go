@@ -130,8 +130,11 @@ func (c *Coordinator) NewGid() string {
 func (c *Coordinator) Prepare(ctx context.Context, r *Request) error {
 	c.working.Add(1)
 	defer c.working.Add(-1)
-	if r.TransType == TypeSaga {
+	switch r.TransType {
+	case TypeSaga:
 		return fmt.Errorf("%w: a saga is submitted directly, it has no prepare phase", ErrBadRequest)
+	case TypeWorkflow:
+		return fmt.Errorf("%w: a workflow begins with prepareWorkflow, not prepare", ErrBadRequest)
 	}
 	if err := c.checkReachable(ctx, r.Protocol, r.branchURLs()); err != nil {
 		return err
@@ -165,6 +168,9 @@ func (c *Coordinator) Submit(ctx context.Context, r *Request) error {
 	defer c.working.Add(-1)
 	if err := c.checkReachable(ctx, r.Protocol, r.branchURLs()); err != nil {
 		return err
+	}
+	if r.TransType == TypeWorkflow {
+		return c.submitWorkflow(ctx, r)
 	}
 	token := c.newToken()
 	now := time.Now().UTC()
@@ -295,8 +301,10 @@ func (c *Coordinator) RegisterBranch(ctx context.Context, fields map[string]stri
 		return fmt.Errorf("%w: gid is empty", ErrBadRequest)
 	case bid == "":
 		return fmt.Errorf("%w: branch_id is empty", ErrBadRequest)
+	case fields["trans_type"] == TypeWorkflow:
+		return c.registerWorkflowStep(ctx, gid, bid, fields)
 	case !Registered(fields["trans_type"]):
-		return fmt.Errorf("%w: unsupported trans_type %q for registerBranch (want tcc or xa)", ErrBadRequest, fields["trans_type"])
+		return fmt.Errorf("%w: unsupported trans_type %q for registerBranch (want tcc, xa or workflow)", ErrBadRequest, fields["trans_type"])
 	}
 	var urls []string
 	for _, op := range []string{OpConfirm, OpCancel, "url"} {

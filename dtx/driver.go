@@ -111,6 +111,8 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 		err = r.tcc(ctx)
 	case TypeMsg:
 		err = r.msg(ctx)
+	case TypeWorkflow:
+		err = r.workflow(ctx)
 	default:
 		err = fmt.Errorf("unknown trans_type %q", r.g.TransType)
 	}

@@ -20,6 +20,8 @@ type Request struct {
 	QueryPrepared  string              `json:"query_prepared,omitempty"`
 	Protocol       string              `json:"protocol"`
 	RollbackReason string              `json:"rollback_reason,omitempty"`
+	// ReqExtra carries a workflow's final status, reason and result.
+	ReqExtra map[string]string `json:"req_extra,omitempty"`
 	Options
 }
 
@@ -51,11 +53,11 @@ func (r *Request) check() error {
 		return bad("gid is longer than 128 bytes")
 	}
 	switch r.TransType {
-	case TypeSaga, TypeTCC, TypeMsg, TypeXA:
+	case TypeSaga, TypeTCC, TypeMsg, TypeXA, TypeWorkflow:
 	case "":
-		return bad("trans_type is empty (want saga, tcc, msg or xa)")
+		return bad("trans_type is empty (want saga, tcc, msg, xa or workflow)")
 	default:
-		return bad("unsupported trans_type %q (want saga, tcc, msg or xa)", r.TransType)
+		return bad("unsupported trans_type %q (want saga, tcc, msg, xa or workflow)", r.TransType)
 	}
 	if r.Protocol != "" && r.Protocol != "http" {
 		return bad("unsupported protocol %q: sluice speaks dtm's HTTP protocol only", r.Protocol)
@@ -160,13 +162,21 @@ func (r *Request) global(status string) *Global {
 		Steps:          r.Steps,
 		Payloads:       r.Payloads,
 		QueryPrepared:  r.QueryPrepared,
-		Protocol:       "http",
+		Protocol:       r.protocol(),
 		CustomData:     r.CustomData,
 		Options:        r.Options,
 		RollbackReason: r.RollbackReason,
 	}
 	g.Options.WaitResult = false // a property of one request, not of the transaction
 	return g
+}
+
+// protocol is the request's protocol, http when it names none.
+func (r *Request) protocol() string {
+	if r.Protocol == "" {
+		return "http"
+	}
+	return r.Protocol
 }
 
 // branchID is dtm's generated branch id: the step's number, at least two
@@ -348,6 +358,8 @@ func decodeRequest(b []byte, r *Request) bool {
 			r.RetryCount, ok = d.Int()
 		case keyBranchHeaders:
 			r.BranchHeaders, ok = d.Object()
+		case keyReqExtra:
+			r.ReqExtra, ok = d.Object()
 		case keyPayloads:
 			if ok = d.Consume('['); ok {
 				r.Payloads = make([]string, 0, 4) // room for the usual few steps
@@ -400,7 +412,7 @@ var requestKeys = map[string]uint32{
 	"protocol": keyProtocol, "rollback_reason": keyRollbackReason, "wait_result": keyWaitResult,
 	"concurrent": keyConcurrent, "timeout_to_fail": keyTimeoutToFail, "request_timeout": keyRequestTimeout,
 	"retry_interval": keyRetryInterval, "retry_limit": keyRetryLimit, "retry_count": keyRetryCount,
-	"branch_headers": keyBranchHeaders, "payloads": keyPayloads, "steps": keySteps,
+	"branch_headers": keyBranchHeaders, "payloads": keyPayloads, "steps": keySteps, "req_extra": keyReqExtra,
 }
 
 const (
@@ -420,4 +432,5 @@ const (
 	keyBranchHeaders
 	keyPayloads
 	keySteps
+	keyReqExtra
 )

@@ -33,6 +33,11 @@ const (
 // while it is prepared (TCC, XA) rather than laid out from its steps.
 func Registered(transType string) bool { return transType == TypeTCC || transType == TypeXA }
 
+// KeepsBranches reports whether a type's branches are stored as they come
+// (TCC and XA registrations, a workflow's recorded steps) rather than
+// generated again from the steps (GenBranches).
+func KeepsBranches(transType string) bool { return Registered(transType) || transType == TypeWorkflow }
+
 // Branch operations.
 const (
 	OpAction     = "action"

@@ -24,6 +24,7 @@ import (
 
 	"github.com/dtm-labs/dtm/client/dtmcli"
 	"github.com/dtm-labs/dtm/client/dtmcli/dtmimp"
+	"github.com/dtm-labs/dtm/client/workflow"
 	"github.com/dtm-labs/dtm/dtmsvr/config"
 	"github.com/dtm-labs/dtm/dtmutil"
 	"github.com/dtm-labs/dtm/test/busi"
@@ -122,6 +123,8 @@ func run(m *testing.M) int {
 	defer srv.Close()
 
 	hsvr, gsvr := busi.Startup()
+	workflow.InitHTTP(DtmServer, Busi+"/workflow/resume") // as dtm's main_test.go
+	workflow.InitGrpc(DtmGrpcServer, busi.BusiGrpc, gsvr)
 	go busi.RunGrpc(gsvr)
 	go busi.RunHTTP(hsvr)
 	for i := 0; ; i++ {

@@ -44,6 +44,7 @@ func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
 	for _, p := range []string{"registerBranch", "registerTccBranch", "registerXaBranch"} {
 		mux.HandleFunc("POST /api/dtmsvr/"+p, h.registerBranch)
 	}
+	mux.HandleFunc("POST /api/dtmsvr/prepareWorkflow", h.prepareWorkflow)
 	mux.HandleFunc("GET /api/dtmsvr/query", h.query)
 	mux.HandleFunc("GET /api/dtmsvr/all", h.all)
 	if gatherer != nil {
@@ -227,6 +228,33 @@ func (h *handler) doRegisterBranch(ctx context.Context, body []byte) error {
 		return fmt.Errorf("%w: malformed JSON body (want an object of strings): %v", dtx.ErrBadRequest, err)
 	}
 	return h.c.RegisterBranch(ctx, fields)
+}
+
+// prepareWorkflow answers with the workflow and the steps it recorded so
+// far, which dtm's client reads with protojson as a DtmProgressesReply
+// (bin_data base64).
+func (h *handler) prepareWorkflow(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	req, err := dtx.ParseRequest(*body)
+	putBody(body)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	g, bs, err := h.c.PrepareWorkflow(r.Context(), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := make([]BranchJSON, len(bs))
+	for i := range bs {
+		out[i] = branchJSON(&bs[i])
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"transaction": globalJSON(g), "progresses": out})
 }
 
 // query answers like dtm: 200 with a null transaction when the gid is unknown.

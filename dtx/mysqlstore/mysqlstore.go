@@ -241,7 +241,7 @@ func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch,
 		return nil, nil, err
 	}
 	var bs []dtx.Branch
-	if dtx.Registered(g.TransType) {
+	if dtx.KeepsBranches(g.TransType) {
 		if bs, err = s.tccBranches(ctx, gid); err != nil {
 			return nil, nil, err
 		}
