@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/sluice-db/sluice/dtx"
@@ -13,6 +14,8 @@ import (
 	"github.com/sluice-db/sluice/dtx/dtxtest"
 	"github.com/sluice-db/sluice/dtx/memstore"
 	"github.com/sluice-db/sluice/dtx/mysqlstore"
+	"github.com/sluice-db/sluice/dtx/redisstore"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
 )
 
@@ -33,8 +36,42 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer env.Close()
+	defer stopRedis()
 	inst, db, busi = env.Inst, env.DB, env.Busi
 	return m.Run()
+}
+
+// The package's redis-server, started by the first test that wants it.
+var (
+	redisOnce sync.Once
+	redisSrv  *sandboxtest.Redis
+	redisErr  error
+	stopRedis = func() {}
+)
+
+// redisStore opens a store on the package's redis-server, under a key
+// prefix of the test's own. A missing redis-server fails the test.
+func redisStore(t *testing.T) dtx.Store {
+	redisOnce.Do(func() {
+		var stop func()
+		if redisSrv, stop, redisErr = sandboxtest.NewRedis(); redisErr == nil {
+			stopRedis = stop
+		}
+	})
+	if redisErr != nil {
+		t.Fatal(redisErr)
+	}
+	c, err := redisstore.ParseURL(redisSrv.URL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Prefix = "test:" + t.Name() + ":"
+	st, err := redisstore.Open(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func boltStore(t *testing.T) dtx.Store {
@@ -58,11 +95,12 @@ func mysqlStore(t *testing.T, database string) dtx.Store {
 	return st
 }
 
-// eachStore runs f on each store: bolt, MySQL and memory (the shared
-// store contract).
+// eachStore runs f on each store: bolt, MySQL, Redis and memory (the
+// shared store contract).
 func eachStore(t *testing.T, f func(t *testing.T, st dtx.Store)) {
 	t.Run("bolt", func(t *testing.T) { f(t, boltStore(t)) })
 	t.Run("mysql", func(t *testing.T) { f(t, mysqlStore(t, "dtx_"+sanitize(t.Name()))) })
+	t.Run("redis", func(t *testing.T) { f(t, redisStore(t)) })
 	t.Run("memory", func(t *testing.T) { f(t, memstore.New()) })
 }
 
