@@ -1,11 +1,12 @@
 # sluice: the two set-up commands are `make demo` and `make test`.
 # Both install what is missing (MariaDB, sysbench, mydumper, Prometheus for
-# the dashboard and alert rules' test) through apt-get.
+# the dashboard and alert rules' test, Redis for the dtx Redis store's tests)
+# through apt-get.
 
 GO        ?= go
 BIN       := bin/sluice
 STATICCHECK_VERSION := v0.8.2
-APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus
+APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus redis-server
 TEST_TIMEOUT ?= 25m
 # sluice version reports these (the go command's own VCS stamp may be off).
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -28,10 +29,15 @@ deps:
 	command -v sysbench >/dev/null 2>&1 || missing="$$missing sysbench"; \
 	command -v mydumper >/dev/null 2>&1 || missing="$$missing mydumper"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PKGS) >/dev/null; \
+	  case "$$missing" in *redis-server*) \
+	    : "the tests start their own redis-server; the package's service (port 6379) is not wanted"; \
+	    ($$SUDO systemctl disable --now redis-server || $$SUDO service redis-server stop) >/dev/null 2>&1 || true;; \
+	  esac; \
 	fi
 
 lint:

@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-db/sluice/dtx/httpapi"
 	"github.com/sluice-db/sluice/dtx/memstore"
 	"github.com/sluice-db/sluice/dtx/mysqlstore"
+	"github.com/sluice-db/sluice/dtx/redisstore"
 )
 
 func init() { register(newDtxCmd) }
@@ -55,12 +56,17 @@ func newDtxServeCmd() *cobra.Command {
 		Example: `  sluice dtx serve                                   # in-memory store on 127.0.0.1:36789
   sluice dtx serve --store bolt:///var/lib/sluice/dtx.db
   sluice dtx serve --store 'mysql://dtx:${DTX_PW}@db1:3306/sluice_dtx' --instance node1   # password from $DTX_PW
-  sluice dtx serve --store 'mysql://dtx@db1:3306/sluice_dtx?password-file=/etc/sluice/dtx.pw'`,
+  sluice dtx serve --store 'mysql://dtx@db1:3306/sluice_dtx?password-file=/etc/sluice/dtx.pw'
+  sluice dtx serve --store 'redis://:${DTX_REDIS_PW}@cache1:6379/0'   # needs appendonly yes + appendfsync always, or ?durability=relaxed`,
 		Short: "Serve dtm's HTTP protocol under /api/dtmsvr/",
 		Long: `serve runs the coordinator. Programs written against dtm's client point at
 http://LISTEN/api/dtmsvr and run unchanged. --store is bolt:///path/file.db
-(the default, no database needed) or mysql://user:password@host:port/db (the
-database is created if missing; several serve processes may share it).`,
+(the default, no database needed), mysql://user:password@host:port/db (the
+database is created if missing; several serve processes may share it) or
+redis://[user[:password]@]host:port/N, rediss:// with TLS (one Redis server,
+which must sync before it answers: appendonly yes and appendfsync always, or
+?durability=relaxed to accept losing acknowledged transactions if it crashes;
+several serve processes may share it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean, sec)
@@ -68,7 +74,7 @@ database is created if missing; several serve processes may share it).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", defaultDtxListen, "address to serve HTTP on")
-	f.StringVar(&store, "store", "bolt://"+defaultBoltPath(), "store URL: bolt:///path/file.db, mysql://user:password@host:port/db, or mem:// (in memory, for tests: nothing survives a restart)")
+	f.StringVar(&store, "store", "bolt://"+defaultBoltPath(), "store URL: bolt:///path/file.db, mysql://user:password@host:port/db, redis://[user[:password]@]host:port/N (rediss:// for TLS), or mem:// (in memory, for tests: nothing survives a restart)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.Instance, "instance", cfg.Instance, "name of this coordinator in lease tokens and logs")
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "timeout of one branch call")
@@ -125,6 +131,17 @@ func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
 		s, err := mysqlstore.Open(ctx, cfg)
 		return s, "mysql", err
 	}
+	if scheme == "redis" || scheme == "rediss" {
+		cfg, err := redisstore.ParseURL(raw)
+		if err != nil {
+			return nil, "", err
+		}
+		s, err := redisstore.Open(ctx, cfg)
+		if err != nil {
+			return nil, "", err
+		}
+		return s, cfg.String(), nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db or mysql://user:password@host:port/db", "bad URL")
@@ -144,7 +161,7 @@ func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
 		// For tests and trying it out: nothing survives the process.
 		return memstore.New(), "memory (nothing survives a restart)", nil
 	}
-	return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db, mysql://user:password@host:port/db or mem:// (tests only)", "unknown store scheme %q", u.Scheme)
+	return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "use bolt:///path/file.db, mysql://user:password@host:port/db, redis://host:port/N or mem:// (tests only)", "unknown store scheme %q", u.Scheme)
 }
 
 // reclaimEvery is how often dtx serve looks for memory to give back.
@@ -294,7 +311,7 @@ func newDtxQueryCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&server, "server", "http://"+defaultDtxListen, "coordinator to ask")
-	cmd.Flags().StringVar(&store, "store", "", "read the store directly instead (bolt:// only while no server has it open, or mysql://)")
+	cmd.Flags().StringVar(&store, "store", "", "read the store directly instead (bolt:// only while no server has it open, mysql:// or redis://)")
 	return cmd
 }
 

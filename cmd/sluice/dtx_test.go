@@ -65,7 +65,7 @@ func TestDtxQuery(t *testing.T) {
 }
 
 func TestOpenDtxStoreRejectsBadURLs(t *testing.T) {
-	for _, u := range []string{"redis://x", "bolt://", "mysql://root@127.0.0.1:notaport/db", "mysql://root@127.0.0.1:3306/bad.name"} {
+	for _, u := range []string{"nosuch://x", "bolt://", "mysql://root@127.0.0.1:notaport/db", "mysql://root@127.0.0.1:3306/bad.name", "redis://127.0.0.1:notaport/0", "redis://127.0.0.1:6379/x"} {
 		if s, _, err := openDtxStore(context.Background(), u); err == nil {
 			s.Close()
 			t.Errorf("%s: no error", u)

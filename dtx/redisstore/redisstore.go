@@ -101,7 +101,11 @@ func (c Config) String() string {
 	if c.TLS != nil {
 		tls = " tls"
 	}
-	return fmt.Sprintf("redis %s db=%d user=%q%s%s prefix=%q durability=%s", c.Addr, c.DB, c.Username, pw, tls, c.Prefix, c.Durability)
+	user := ""
+	if c.Username != "" {
+		user = fmt.Sprintf(" user=%q", c.Username)
+	}
+	return fmt.Sprintf("redis %s db=%d%s%s%s prefix=%q durability=%s", c.Addr, c.DB, user, pw, tls, c.Prefix, c.Durability)
 }
 
 // GoString is String, so that %#v hides the password too.
