@@ -23,7 +23,8 @@ import (
 // ARGV: prefix, batch id, then the number of mutations and, for each:
 // kind ("C" create, "U" update), gid, the number of IfStatus and each,
 // IfOwner, "1" and status, type, owner, lease (ns), due score ("": none),
-// finish score ("": none), document when there is a new row (else "0"),
+// finish score ("": none), "1" when the type keeps its branches
+// (dtx.KeepsBranches), document when there is a new row (else "0"),
 // the number of new branches and for each its key and JSON, the number of
 // branch updates and for each its field and value.
 //
@@ -49,14 +50,14 @@ for m = 1, n do
   for _ = 1, nif do ifs[nx()] = true end
   local ifowner = nx()
   local hasG = nx() == '1'
-  local s, t, o, l, due, fin, doc
-  if hasG then s, t, o, l, due, fin, doc = nx(), nx(), nx(), nx(), nx(), nx(), nx() end
+  local s, t, o, l, due, fin, kb, doc
+  if hasG then s, t, o, l, due, fin, kb, doc = nx(), nx(), nx(), nx(), nx(), nx(), nx(), nx() end
   local nbs = {}
   for j = 1, tonumber(nx()) do nbs[j] = {nx(), nx()} end
   local bus = {}
   for j = 1, tonumber(nx()) do bus[j] = {nx(), nx()} end
   local gk = P .. 'g:' .. gid
-  local cur = redis.call('HMGET', gk, 's', 'o', 't')
+  local cur = redis.call('HMGET', gk, 's', 'o', 'r')
   local res = ''
   if kind == 'C' then
     if cur[1] then res = 'E' end
@@ -70,13 +71,13 @@ for m = 1, n do
   if res == '' then
     applied = true
     if hasG then
-      redis.call('HSET', gk, 's', s, 't', t, 'o', o, 'l', l, 'd', doc)
+      redis.call('HSET', gk, 's', s, 't', t, 'o', o, 'l', l, 'r', kb, 'd', doc)
       if due == '' then redis.call('ZREM', P .. 'due', gid) else redis.call('ZADD', P .. 'due', due, gid) end
       if fin == '' then redis.call('ZREM', P .. 'fin', gid) else redis.call('ZADD', P .. 'fin', fin, gid) end
       if kind == 'C' then redis.call('ZADD', P .. 'all', '0', gid) end
     end
-    local typ = t or cur[3]
-    if #nbs > 0 and (typ == 'tcc' or typ == 'xa') then
+    if hasG then cur[3] = kb end
+    if #nbs > 0 and cur[3] == '1' then
       for _, b in ipairs(nbs) do
         if redis.call('SADD', P .. 'k:' .. gid, b[1]) == 1 then
           redis.call('RPUSH', P .. 'b:' .. gid, b[2])
@@ -124,13 +125,17 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 				return nil, fmt.Errorf("dtx redis store: encode %s: %w", m.Gid, err)
 			}
 			due, fin := scores(g)
-			args = append(args, "1", g.Status, g.TransType, g.Owner, ns(g.LeaseUntil), due, fin, doc)
+			keeps := "0"
+			if dtx.KeepsBranches(g.TransType) {
+				keeps = "1"
+			}
+			args = append(args, "1", g.Status, g.TransType, g.Owner, ns(g.LeaseUntil), due, fin, keeps, doc)
 		} else {
 			args = append(args, "0")
 		}
 		// A saga's and a message's branches are derived from its steps:
-		// only a type that registers branches needs them sent.
-		if len(m.NewBranches) > 0 && (m.Global == nil || dtx.Registered(m.Global.TransType)) {
+		// only a type that keeps its branches needs them sent.
+		if len(m.NewBranches) > 0 && (m.Global == nil || dtx.KeepsBranches(m.Global.TransType)) {
 			args = append(args, strconv.Itoa(len(m.NewBranches)))
 			for _, b := range m.NewBranches {
 				b.CreateTime = now

@@ -15,8 +15,9 @@
 //
 // Keys, under Config.Prefix (default "sluice:dtx:"):
 //
-//	g:GID      hash: s status, t type, o owner, l lease (unix ns), d the transaction as JSON
-//	b:GID      list: a TCC's (or XA's) registered branches as JSON, in order;
+//	g:GID      hash: s status, t type, o owner, l lease (unix ns), r "1" when the
+//	           type keeps its branches (dtx.KeepsBranches), d the transaction as JSON
+//	b:GID      list: the kept branches (TCC, XA, workflow) as JSON, in order;
 //	           a saga's or message's are derived from its steps (dtx.GenBranches)
 //	k:GID      set: BranchKey of each registered branch (a retried register adds none)
 //	u:GID      hash: branch statuses a mutation set that its transaction row does not hold
@@ -573,8 +574,8 @@ func decodeGlobal(doc, owner, lease any) (*dtx.Global, error) {
 	return g, nil
 }
 
-// Get returns a transaction and its branches in order: a TCC's as
-// registered, a saga's or message's derived from its steps, with the
+// Get returns a transaction and its branches in order: a TCC's (or
+// workflow's) as registered, a saga's or message's derived from its steps, with the
 // statuses the mutations recorded.
 func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch, error) {
 	var hm *redis.SliceCmd
@@ -606,7 +607,7 @@ func (s *Store) Get(ctx context.Context, gid string) (*dtx.Global, []dtx.Branch,
 		return nil, nil, s.wrap(err)
 	}
 	var bs []dtx.Branch
-	if dtx.Registered(g.TransType) {
+	if dtx.KeepsBranches(g.TransType) {
 		bs = make([]dtx.Branch, len(lr.Val()))
 		for i, b := range lr.Val() {
 			if err := json.Unmarshal([]byte(b), &bs[i]); err != nil {

@@ -538,7 +538,7 @@ func TestRetryGetsTheOutcome(t *testing.T) {
 	ctx := context.Background()
 	g := saga("r1", dtx.StatusSubmitted, time.Now().UTC())
 	doc := `{"gid":"r1","trans_type":"saga","status":"submitted"}`
-	args := []any{s.prefix, "batch-1", "1", "C", "r1", "0", "", "1", g.Status, g.TransType, "", "0", "", "", doc, "0", "0"}
+	args := []any{s.prefix, "batch-1", "1", "C", "r1", "0", "", "1", g.Status, g.TransType, "", "0", "", "", "0", doc, "0", "0"}
 	for i := 0; i < 2; i++ {
 		v, err := s.run(ctx, applyScript, false, args...)
 		if r, _ := v.([]any); err != nil || len(r) != 1 || r[0] != "" {
