@@ -548,6 +548,10 @@ func (l *Loader) chunkErr(j *job, err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
+	if j.table != nil {
+		// A whole-table job has no chunk of its own (its index is 0).
+		return fmt.Errorf("load %s (its %d chunks in one transaction): %w", j.tgt.ref, j.table.n, l.classify(err))
+	}
 	return fmt.Errorf("load %s chunk %d: %w", j.tgt.ref, j.index, l.classify(err))
 }
 

@@ -119,7 +119,8 @@ func (l *Loader) runTable(ctx context.Context, tj *job) (err error) {
 	// transaction takes InnoDB's bulk path. Only into an empty table: into
 	// one holding rows of an earlier run, rows of two snapshots may collide
 	// on a unique key, and that must fail rather than slip through. The
-	// pooled session gets its unique checks back afterwards.
+	// checkpoint rows get unique checks back before they are written (see
+	// below), and the pooled session after the transaction.
 	if !t.tgt.started {
 		if _, err = conn.ExecContext(ctx, "SET SESSION unique_checks = 0"); err != nil {
 			return l.classify(err)
@@ -164,6 +165,19 @@ func (l *Loader) runTable(ctx context.Context, tj *job) (err error) {
 	}
 	if loaded != want || len(sr.got) != t.n {
 		return fmt.Errorf("load %s: %d rows written from %d chunks, %d rows in %d chunks expected (a duplicate key or a rejected value); the table's load was rolled back", t.tgt.ref, loaded, len(sr.got), want, t.n)
+	}
+	if !t.tgt.started {
+		// The checkpoint rows go in row by row, not by the bulk path: into
+		// an empty load_checkpoint (a task's first chunks on a fresh
+		// target) that path takes a table X lock after the statement's IX
+		// lock, and two tables loaded whole at once, each holding IX and
+		// waiting for X, deadlock (Error 1213; the CI flake of
+		// TestRerunWaitsForKilledRunsLastChunk). It would also hold every
+		// other loader's checkpoint back until this commit. The rows loaded
+		// above keep their bulk path.
+		if _, err = tx.ExecContext(ctx, "SET SESSION unique_checks = 1"); err != nil {
+			return l.chunkErr(tj, err)
+		}
 	}
 	if len(sr.got) > 0 {
 		var q strings.Builder
