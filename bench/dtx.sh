@@ -2,7 +2,9 @@
 # bench/dtx.sh: the DTM seed's table on a sandbox MariaDB, in one run:
 # sysbench oltp_write_only, TransOut/TransIn without a coordinator, and the
 # same saga through sluice dtx and through dtm v1.19.0 (built from the Go
-# module into a cache outside the repo, reused when present).
+# module into a cache outside the repo, reused when present). The rows
+# "sluice (Redis store)" and "dtm (Redis store)" share one redis-server
+# (appendonly yes, appendfsync always) started by the driver.
 #
 # Env: DURATION (default 15s), ROUNDS (1), THREADS (10,64), DTM_CACHE
 # (~/.cache/sluice-bench/dtm-v1.19.0), SKIP_DTM=1 to run without dtm.

@@ -39,6 +39,7 @@ import (
 
 	"github.com/sluice-db/sluice/bench/report"
 	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
 )
 
@@ -135,7 +136,9 @@ type row struct {
 // The "sluice" rows use sluice's default store (the embedded bolt file and
 // its write-ahead log) and the "dtm" rows dtm's MySQL store, as the seed's
 // table does; the rows at the end compare like with like: sluice on a
-// MySQL store, and dtm on its own default embedded store (boltdb).
+// MySQL store, dtm on its own default embedded store (boltdb), and both on
+// one Redis server (appendonly yes, appendfsync always: the setting
+// sluice's Redis store requires; dtm's does not check it).
 var rows = []row{
 	{name: "sysbench oltp_write_only", coordinator: "sysbench"},
 	{name: "no coordinator, 2 SQL", sql: 2},
@@ -154,6 +157,15 @@ var rows = []row{
 	{name: "sluice (MySQL store), 2 SQL", coordinator: "sluice-mysql", sql: 2},
 	{name: "dtm (boltdb store), 0 SQL", coordinator: "dtm-bolt"},
 	{name: "dtm (boltdb store), 2 SQL", coordinator: "dtm-bolt", sql: 2},
+	{name: "sluice (Redis store), 0 SQL", coordinator: "sluice-redis"},
+	{name: "dtm (Redis store), 0 SQL", coordinator: "dtm-redis"},
+	{name: "sluice (Redis store), 2 SQL", coordinator: "sluice-redis", sql: 2},
+	{name: "dtm (Redis store), 2 SQL", coordinator: "dtm-redis", sql: 2},
+}
+
+// wanted tells whether row r is among the -only rows (all when empty).
+func (o options) wanted(r row) bool {
+	return o.only == "" || strings.Contains(","+o.only+",", ","+r.name+",")
 }
 
 // measurement of one row in one round.
@@ -222,12 +234,35 @@ func run(ctx context.Context, o options) error {
 	if err := b.startSluice(ctx, "sluice-mysql", fmt.Sprintf("mysql://root@127.0.0.1:%d/sluice_dtx", inst.Port)); err != nil {
 		return err
 	}
+	// One redis-server for both Redis rows, started only when one runs.
+	for _, r := range rows {
+		if !strings.HasSuffix(r.coordinator, "-redis") || !o.wanted(r) || b.redis != nil {
+			continue
+		}
+		rs, stopRedis, err := sandboxtest.NewRedis()
+		if err != nil {
+			return err
+		}
+		defer stopRedis()
+		b.redis = rs
+		fmt.Fprintf(os.Stderr, "started redis-server on %s (appendfsync always)\n", rs.Addr())
+		// The password through the environment, as users should.
+		os.Setenv("SLUICE_BENCH_REDIS_PW", rs.Password)
+		if err := b.startSluice(ctx, "sluice-redis", "redis://:${SLUICE_BENCH_REDIS_PW}@"+rs.Addr()+"/1"); err != nil {
+			return err
+		}
+	}
 	if o.dtm != "" {
 		if err := b.startDtm(ctx, "dtm", dir); err != nil {
 			return err
 		}
 		if err := b.startDtm(ctx, "dtm-bolt", dir); err != nil {
 			return err
+		}
+		if b.redis != nil {
+			if err := b.startDtm(ctx, "dtm-redis", dir); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -245,7 +280,7 @@ func run(ctx context.Context, o options) error {
 	if o.only != "" {
 		selected = nil
 		for _, r := range all {
-			if strings.Contains(","+o.only+",", ","+r.name+",") {
+			if o.wanted(r) {
 				selected = append(selected, r)
 			}
 		}
@@ -288,6 +323,8 @@ type bench struct {
 	pids   map[string]int
 	// disk is the /sys stat file of the device that holds the sandbox.
 	disk string
+	// redis is the server of the Redis rows (nil when none runs).
+	redis *sandboxtest.Redis
 	// lastStats are sluice's metrics at the previous row.
 	lastStats map[string]map[string]float64
 }
@@ -358,9 +395,10 @@ func (b *bench) startSluiceBin(ctx context.Context, name, store, bin string, ext
 	return b.spawn(ctx, name, fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", port), cmd)
 }
 
-// startDtm starts dtm with its MySQL store ("dtm") or its default boltdb
+// startDtm starts dtm with its MySQL store ("dtm"), its default boltdb
 // store ("dtm-bolt", which dtm keeps in ./dtm.bolt: it runs in its own
-// directory under dir).
+// directory under dir) or its Redis store ("dtm-redis", database 0, keys
+// under dtm's prefix {a}; sluice's are in database 1).
 func (b *bench) startDtm(ctx context.Context, name, dir string) error {
 	store := fmt.Sprintf(`Store:
   Driver: 'mysql'
@@ -376,6 +414,9 @@ func (b *bench) startDtm(ctx context.Context, name, dir string) error {
 	}
 	if name == "dtm-bolt" {
 		store = "Store:\n  Driver: 'boltdb'\n"
+	} else if name == "dtm-redis" {
+		host, port, _ := strings.Cut(b.redis.Addr(), ":")
+		store = fmt.Sprintf("Store:\n  Driver: 'redis'\n  Host: '%s'\n  Port: %s\n  Password: '%s'\n", host, port, b.redis.Password)
 	} else {
 		sqlText, err := os.ReadFile(b.o.dtmSQL)
 		if err != nil {
@@ -769,9 +810,11 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 		ratio("sluice, 10 SQL", "dtm, 10 SQL"), ratio("sluice, 10 SQL, barrier", "dtm, 10 SQL, barrier"))
 	fmt.Fprintf(md, "c=%d: sluice / no coordinator Global-TPS: 2 SQL %s (goal >= 0.80), 10 SQL %s\n",
 		threads, ratio("sluice, 2 SQL", "no coordinator, 2 SQL"), ratio("sluice, 10 SQL", "no coordinator, 10 SQL"))
-	fmt.Fprintf(md, "c=%d: like with like: sluice (MySQL store) / dtm (MySQL store): 0 SQL %s, 2 SQL %s; sluice (embedded) / dtm (boltdb): 0 SQL %s, 2 SQL %s\n\n",
+	fmt.Fprintf(md, "c=%d: like with like: sluice (MySQL store) / dtm (MySQL store): 0 SQL %s, 2 SQL %s; sluice (embedded) / dtm (boltdb): 0 SQL %s, 2 SQL %s\n",
 		threads, ratio("sluice (MySQL store), 0 SQL", "dtm, 0 SQL"), ratio("sluice (MySQL store), 2 SQL", "dtm, 2 SQL"),
 		ratio("sluice, 0 SQL", "dtm (boltdb store), 0 SQL"), ratio("sluice, 2 SQL", "dtm (boltdb store), 2 SQL"))
+	fmt.Fprintf(md, "c=%d: sluice (Redis store) / dtm (Redis store), one redis-server with appendfsync always: 0 SQL %s, 2 SQL %s\n\n",
+		threads, ratio("sluice (Redis store), 0 SQL", "dtm (Redis store), 0 SQL"), ratio("sluice (Redis store), 2 SQL", "dtm (Redis store), 2 SQL"))
 	if b.o.sluiceB != "" {
 		for _, r := range selected {
 			if r.coordinator != "sluice-b" {
