@@ -28,8 +28,8 @@ import (
 // the number of new branches and for each its key and JSON, the number of
 // branch updates and for each its field and value.
 //
-// A batch that applied anything stores its outcome under r:ID for 5
-// minutes, in the same script: a retry after a lost reply (the server
+// A batch that applied anything stores its outcome under r:ID for a
+// minute, in the same script: a retry after a lost reply (the server
 // restarted, the connection was cut) gets the outcome instead of running
 // the batch twice. Redis writes a script's effects to its append-only file
 // as one MULTI/EXEC, so a crash keeps all of a batch or none of it.
@@ -90,7 +90,7 @@ for m = 1, n do
   end
   out[m] = res
 end
-if applied then redis.call('SET', rk, cjson.encode(out), 'PX', '300000') end
+if applied then redis.call('SET', rk, cjson.encode(out), 'PX', '60000') end
 return out
 `)
 

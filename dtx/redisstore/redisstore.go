@@ -24,7 +24,7 @@
 //	all        sorted set, score 0: every gid (List)
 //	due        sorted set: unfinished, not stuck transactions by max(NextCronTime, LeaseUntil), unix µs (Claim)
 //	fin        sorted set: finished transactions by FinishTime, unix µs (Purge)
-//	r:ID       an applied batch's outcome for 5 minutes, so that a retry after a lost reply gets it
+//	r:ID       an applied batch's outcome for a minute, so that a retry after a lost reply gets it
 //	kv:CAT\0K  hash: one key-value entry (topics); kvc:CAT and kva index them; kvseq numbers them
 //	layout     the layout's version
 package redisstore
@@ -291,6 +291,8 @@ type Store struct {
 	cfg      Config
 	prefix   string
 	verified atomic.Bool // Open found the server durable
+	// refused is why a later connection was refused (with its fix).
+	refused atomic.Pointer[sluice.Error]
 }
 
 // debugLogger sends go-redis's own messages (a failed dial, say) to the
@@ -341,7 +343,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			if !s.verified.Load() {
 				return nil // Open checks, and reports with the fix
 			}
-			return s.checkDurable(ctx, cn)
+			err := s.checkDurable(ctx, cn)
+			var se *sluice.Error
+			if errors.As(err, &se) {
+				s.refused.Store(se) // go-redis passes on only its cause
+			}
+			return err
 		}
 	}
 	logOnce.Do(func() { redis.SetLogger(debugLogger{}) })
@@ -432,6 +439,15 @@ func (s *Store) checkDurable(ctx context.Context, c configGetter) error {
 		return &sluice.Error{Op: op, Err: fmt.Errorf("%w: the server is not durable (appendonly %s, appendfsync %s): a crash would lose transactions it acknowledged", sluice.ErrConfig, m["appendonly"], m["appendfsync"]),
 			Hint: "set `appendonly yes` and `appendfsync always` in redis.conf (or CONFIG SET both, then CONFIG REWRITE), or " + relaxed}
 	}
+	// With no-appendfsync-on-rewrite yes, Redis does not fsync while a
+	// snapshot or an AOF rewrite runs in the background.
+	if m, err = configGet(ctx, c, "no-appendfsync-on-rewrite"); err != nil {
+		return err
+	}
+	if m["no-appendfsync-on-rewrite"] == "yes" {
+		return &sluice.Error{Op: op, Err: fmt.Errorf("%w: the server is not durable (no-appendfsync-on-rewrite yes): a crash during a background rewrite or snapshot would lose transactions it acknowledged", sluice.ErrConfig),
+			Hint: "set `no-appendfsync-on-rewrite no` (the default), or " + relaxed}
+	}
 	return s.checkEviction(ctx, c)
 }
 
@@ -467,7 +483,8 @@ func retryable(err error) bool {
 }
 
 // retryFor bounds how long a call that is safe to repeat is retried while
-// the server cannot be reached (a restart loads the append-only file).
+// the server cannot be reached (a restart loads the append-only file); an
+// applied batch's outcome outlives it (a minute).
 const retryFor = 5 * time.Second
 
 // run runs script, again while retryable errors say the server could not
@@ -498,6 +515,9 @@ func (s *Store) wrap(err error) error {
 	var se *sluice.Error
 	if errors.As(err, &se) {
 		return err
+	}
+	if r := s.refused.Load(); r != nil && errors.Is(err, sluice.ErrConfig) {
+		return r
 	}
 	return fmt.Errorf("dtx redis store %s: %w", s.cfg.Addr, err)
 }

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/dtx"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
@@ -554,14 +557,14 @@ func TestRetryGetsTheOutcome(t *testing.T) {
 // TestRefusesNonDurable: a server that may lose acknowledged writes is
 // refused with the fix, unless the URL accepts it knowingly.
 func TestRefusesNonDurable(t *testing.T) {
-	for _, opts := range [][]string{{"--appendfsync", "everysec"}, {"--appendonly", "no"}} {
+	for _, opts := range [][]string{{"--appendfsync", "everysec"}, {"--appendonly", "no"}, {"--no-appendfsync-on-rewrite", "yes"}} {
 		r := sandboxtest.StartRedis(t, opts...)
 		c, err := ParseURL(r.URL(0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = Open(context.Background(), c)
-		if err == nil || !strings.Contains(err.Error(), "appendfsync always") || !strings.Contains(err.Error(), "durability=relaxed") || strings.Contains(err.Error(), r.Password) {
+		if err == nil || !strings.Contains(err.Error(), "not durable") || !strings.Contains(err.Error(), "durability=relaxed") || strings.Contains(err.Error(), r.Password) {
 			t.Fatalf("%v: %v", opts, err)
 		}
 		t.Logf("%v: %v", opts, err)
@@ -604,4 +607,30 @@ func TestPasswordNeverInErrors(t *testing.T) {
 	c, _ = ParseURL(srv.URL(0))
 	c.DB = 99
 	check("no such database", c)
+}
+
+// TestRecheckedOnNewConnections: a server whose configuration changes
+// under a running store is refused on the store's next connection.
+func TestRecheckedOnNewConnections(t *testing.T) {
+	r := sandboxtest.StartRedis(t)
+	s := open(t, r, "")
+	ctx := context.Background()
+	create(t, s, saga("before", dtx.StatusSubmitted, time.Now().UTC()))
+	admin := redis.NewClient(&redis.Options{Addr: r.Addr(), Password: r.Password, Protocol: 2})
+	defer admin.Close()
+	if err := admin.ConfigSet(ctx, "appendfsync", "everysec").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal").Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := saga("after", dtx.StatusSubmitted, time.Now().UTC())
+	_, err := s.Apply(ctx, []*dtx.Mutation{{Gid: g.Gid, Create: true, Global: g}})
+	if err == nil || !strings.Contains(err.Error(), "appendfsync everysec") || !errors.Is(err, sluice.ErrConfig) {
+		t.Fatalf("apply on a server no longer durable: %v", err)
+	}
+	t.Log(err)
+	if !strings.Contains(err.Error(), "fix:") {
+		t.Fatalf("the refusal lacks its fix: %v", err)
+	}
 }
