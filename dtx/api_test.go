@@ -55,7 +55,7 @@ func TestBadInput(t *testing.T) {
 			{"payload count", "submit", "x8", `{"gid":"x8","trans_type":"saga","steps":[{"action":"` + ok + `"}],"payloads":["{}","{}"]}`, 400, "2 payloads for 1 steps"},
 			{"order cycle", "submit", "x9", sagaBody("x9", ok, `,"custom_data":"{\"orders\":{\"0\":[0]},\"concurrent\":true}"`), 400, "does not exist"},
 			{"unreachable query_prepared", "prepare", "x10", `{"gid":"x10","trans_type":"msg","steps":[{"action":"` + ok + `"}],"payloads":["{}"],"query_prepared":"http://127.0.0.1:1/qp"}`, 400, "unreachable"},
-			{"grpc protocol", "submit", "x11", `{"gid":"x11","trans_type":"saga","protocol":"grpc"}`, 400, "unsupported protocol"},
+			{"unknown protocol", "submit", "x11", `{"gid":"x11","trans_type":"saga","protocol":"thrift"}`, 400, "unsupported protocol"},
 			{"saga prepare", "prepare", "x12", sagaBody("x12", ok, ""), 400, "no prepare phase"},
 			{"submit unprepared tcc", "submit", "x13", `{"gid":"x13","trans_type":"tcc"}`, 409, "was prepared"},
 			{"register unknown gid", "registerBranch", "x14", `{"gid":"x14","trans_type":"tcc","branch_id":"01","confirm":"` + ok + `","cancel":"` + ok + `"}`, 409, "status prepared"},

@@ -306,16 +306,22 @@ func (c *Coordinator) RegisterBranch(ctx context.Context, fields map[string]stri
 	case !Registered(fields["trans_type"]):
 		return fmt.Errorf("%w: unsupported trans_type %q for registerBranch (want tcc, xa or workflow)", ErrBadRequest, fields["trans_type"])
 	}
+	// The gRPC API says so in protocol; dtm's HTTP and JSON-RPC clients
+	// register http URLs.
+	protocol := wire.HTTP
+	if fields["protocol"] == wire.GRPC {
+		protocol = wire.GRPC
+	}
 	var urls []string
 	for _, op := range []string{OpConfirm, OpCancel, "url"} {
 		if u := fields[op]; u != "" {
-			if err := wire.CheckURL(u, wire.HTTP); err != nil {
+			if err := wire.CheckURL(u, protocol); err != nil {
 				return fmt.Errorf("%w: %s: %v", ErrBadRequest, op, err)
 			}
 			urls = append(urls, u)
 		}
 	}
-	if err := c.checkReachable(ctx, wire.HTTP, urls); err != nil {
+	if err := c.checkReachable(ctx, protocol, urls); err != nil {
 		return err
 	}
 	nb := tccBranches(gid, bid, fields["data"], fields[OpConfirm], fields[OpCancel])

@@ -41,6 +41,10 @@ func ParseRequest(body []byte) (*Request, error) {
 	return r, r.check()
 }
 
+// Check checks a request another transport decoded (gRPC, JSON-RPC) as
+// ParseRequest checks the HTTP ones. Every error wraps ErrBadRequest.
+func (r *Request) Check() error { return r.check() }
+
 func (r *Request) check() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadRequest}, a...)...)
@@ -59,8 +63,10 @@ func (r *Request) check() error {
 	default:
 		return bad("unsupported trans_type %q (want saga, tcc, msg, xa or workflow)", r.TransType)
 	}
-	if r.Protocol != "" && r.Protocol != "http" {
-		return bad("unsupported protocol %q: sluice speaks dtm's HTTP protocol only", r.Protocol)
+	switch r.Protocol {
+	case "", wire.HTTP, wire.GRPC, wire.JSONRPC:
+	default:
+		return bad("unsupported protocol %q (want http, grpc or json-rpc)", r.Protocol)
 	}
 	if len(r.Payloads) == 0 {
 		// dtm's old format puts each step's payload in steps[].data.

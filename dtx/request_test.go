@@ -84,8 +84,8 @@ func TestParseRequestErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want malformed JSON body: %v", body, err, want)
 		}
 	}
-	if _, err := ParseRequest([]byte(`{"gid":"g","trans_type":"workflow"}`)); err == nil || !strings.Contains(err.Error(), `unsupported trans_type "workflow"`) {
-		t.Errorf("trans_type xa: got %v", err)
+	if _, err := ParseRequest([]byte(`{"gid":"g","trans_type":"flow"}`)); err == nil || !strings.Contains(err.Error(), `unsupported trans_type "flow"`) {
+		t.Errorf("trans_type flow: got %v", err)
 	}
 }
 

@@ -47,7 +47,7 @@ func newDtxCmd() *cobra.Command {
 
 func newDtxServeCmd() *cobra.Command {
 	cfg := dtx.DefaultConfig()
-	var listen, store, logLevel string
+	var listen, grpcListen, store, logLevel string
 	var pprof bool
 	lean := true
 	var sec dtxSecurity
@@ -69,11 +69,13 @@ which must sync before it answers: appendonly yes and appendfsync always, or
 several serve processes may share it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sec.grpcListen = grpcListen
 			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean, sec)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", defaultDtxListen, "address to serve HTTP on")
+	f.StringVar(&grpcListen, "grpc-listen", "", "also serve dtm's gRPC API (dtmgrpc clients) on this address, e.g. 127.0.0.1:36790 (dtm's gRPC port)")
 	f.StringVar(&store, "store", "bolt://"+defaultBoltPath(), "store URL: bolt:///path/file.db, mysql://user:password@host:port/db, redis://[user[:password]@]host:port/N (rediss:// for TLS), or mem:// (in memory, for tests: nothing survives a restart)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.Instance, "instance", cfg.Instance, "name of this coordinator in lease tokens and logs")
@@ -276,8 +278,19 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 		// routes, /metrics, pprof, unusual requests) by srv.
 		server = httpapi.NewServer(srv, api)
 	}
+	errc := make(chan error, 2)
+	if sec.grpcListen != "" {
+		gs, gln, err := listenDtxGRPC(coord, sec.grpcListen, token, cfg.TestHooks, log)
+		if err != nil {
+			ln.Close()
+			coord.Close()
+			return err
+		}
+		defer gs.Stop()
+		log.Info("dtx: serving dtm's gRPC protocol", "listen", gln.Addr().String())
+		go func() { errc <- gs.Serve(gln) }()
+	}
 	log.Info("dtx: serving dtm's HTTP protocol", "listen", ln.Addr().String(), "store", kind, "instance", cfg.Instance)
-	errc := make(chan error, 1)
 	go func() { errc <- server.Serve(ln) }()
 	select {
 	case <-ctx.Done():

@@ -14,9 +14,10 @@ import (
 
 // dtxSecurity is how sluice dtx serve guards its API.
 type dtxSecurity struct {
-	tokenFile string
-	maxConns  int
-	memLimit  int64
+	tokenFile  string
+	maxConns   int
+	memLimit   int64
+	grpcListen string
 }
 
 // token is the bearer token the API requires: the first line of

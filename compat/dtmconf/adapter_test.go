@@ -35,6 +35,7 @@ import (
 
 	"github.com/sluice-db/sluice/dtx"
 	"github.com/sluice-db/sluice/dtx/boltstore"
+	"github.com/sluice-db/sluice/dtx/grpcapi"
 	"github.com/sluice-db/sluice/dtx/httpapi"
 	"github.com/sluice-db/sluice/sandbox"
 )
@@ -121,6 +122,15 @@ func run(m *testing.M) int {
 	srv := &http.Server{Handler: httpapi.Handler(coord, reg), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
 	defer srv.Close()
+	// dtm's gRPC API on dtm's default gRPC address.
+	gln, err := net.Listen("tcp", "127.0.0.1:36790")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dtm's default gRPC address is taken:", err)
+		return 1
+	}
+	gs := grpcapi.New(coord)
+	go gs.Serve(gln) //nolint:errcheck // ends with Stop
+	defer gs.Stop()
 
 	hsvr, gsvr := busi.Startup()
 	workflow.InitHTTP(DtmServer, Busi+"/workflow/resume") // as dtm's main_test.go
@@ -139,7 +149,8 @@ func run(m *testing.M) int {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	subscribeTopic() // msg_test.go: the topic genMsg sends to
+	subscribeTopic()     // msg_test.go: the topic genMsg sends to
+	subscribeGrpcTopic() // msg_grpc_test.go: the same for gRPC
 	return m.Run()
 }
 

@@ -45,6 +45,7 @@ func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
 		mux.HandleFunc("POST /api/dtmsvr/"+p, h.registerBranch)
 	}
 	mux.HandleFunc("POST /api/dtmsvr/prepareWorkflow", h.prepareWorkflow)
+	mux.HandleFunc("POST /api/json-rpc", h.jsonRPC)
 	mux.HandleFunc("GET /api/dtmsvr/query", h.query)
 	mux.HandleFunc("GET /api/dtmsvr/all", h.all)
 	if gatherer != nil {

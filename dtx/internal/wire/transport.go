@@ -2,7 +2,6 @@ package wire
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -189,18 +188,4 @@ func (t *Transport) Check(ctx context.Context, s, protocol string, probe bool) e
 		return fmt.Errorf("branch URL %s is unreachable: %v", s, err)
 	}
 	return nil
-}
-
-var errNotYet = errors.New("not supported yet")
-
-func (t *Transport) callJSONRPC(ctx context.Context, c *Call) (Answer, error) {
-	return Answer{}, errNotYet
-}
-
-type grpcConns struct{}
-
-func newGRPCConns() *grpcConns { return &grpcConns{} }
-func (g *grpcConns) close()    {}
-func (t *Transport) callGRPC(ctx context.Context, c *Call) (Answer, error) {
-	return Answer{}, errNotYet
 }
