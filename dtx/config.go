@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/dtx/internal/wire"
 )
 
 // Config tunes a Coordinator. Per-transaction options sent by the client
@@ -48,6 +49,11 @@ type Config struct {
 	// CheckBranchURLs makes prepare/submit/registerBranch refuse a branch URL
 	// whose host does not accept TCP connections (400, nothing stored).
 	CheckBranchURLs bool
+	// AlertWebhook, when set, receives dtm's alert (a POST of {"gid",
+	// "status", "branch", "error", "retry_count"}) each time a branch has
+	// failed AlertRetryLimit times in a row or more, as dtm's AlertWebHook.
+	AlertWebhook    string
+	AlertRetryLimit int
 	// TestHooks turns on the hooks dtm's own test suite needs (testhooks.go)
 	// and turns off background recovery, which those tests run by hand.
 	TestHooks bool
@@ -61,6 +67,7 @@ func DefaultConfig() Config {
 		RetryInterval:   10 * time.Second,
 		MaxBackoff:      10 * time.Minute,
 		RetryLimit:      12,
+		AlertRetryLimit: 3,
 		TimeoutToFail:   35 * time.Second,
 		Lease:           30 * time.Second,
 		PollInterval:    time.Second,
@@ -101,6 +108,13 @@ func (c Config) Validate() error {
 		return bad("commit batch and workers must be positive")
 	case c.CommitWait < 0 || c.CommitWait > time.Second:
 		return bad("commit wait must be between 0 and 1s")
+	case c.AlertWebhook != "" && c.AlertRetryLimit <= 0:
+		return bad("alert retry limit must be positive")
+	}
+	if c.AlertWebhook != "" {
+		if err := wire.CheckURL(c.AlertWebhook, wire.HTTP); err != nil {
+			return sluice.Errorf(sluice.ErrConfig, "dtx config", "give an http or https URL", "alert webhook: %v", err)
+		}
 	}
 	return nil
 }

@@ -213,6 +213,9 @@ func (r *run) retryLater(ctx context.Context, failed int, ongoing bool) error {
 	}
 	r.g.NextCronTime = now.Add(interval)
 	r.g.LeaseUntil = time.Time{}
+	if !ongoing && failed >= 0 && r.c.cfg.AlertWebhook != "" && r.g.Retries >= r.c.cfg.AlertRetryLimit {
+		r.c.alert(ctx, r.g, r.branches[failed].URL, r.errs[failed], r.g.Retries)
+	}
 	if !ongoing && r.g.Retries > r.retryLimit() {
 		what, op := "query_prepared "+r.g.QueryPrepared, "query_prepared"
 		if failed >= 0 {

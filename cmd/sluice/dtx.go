@@ -95,6 +95,8 @@ several serve processes may share it).`,
 	f.IntVar(&cfg.CommitWorkers, "commit-workers", 0, "store transactions in flight (0: 1; more only help once batches reach --commit-batch)")
 	f.BoolVar(&pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ (for benchmarks)")
 	f.BoolVar(&lean, "lean-http", lean, "answer dtm client's plain keep-alive requests without net/http's per-request machinery (false: net/http serves all)")
+	f.StringVar(&cfg.AlertWebhook, "alert-webhook", "", "POST dtm's alert JSON (gid, status, branch, error, retry_count) here whenever a branch has failed --alert-retry-limit times in a row or more")
+	f.IntVar(&cfg.AlertRetryLimit, "alert-retry-limit", cfg.AlertRetryLimit, "consecutive failures of a branch before --alert-webhook is called")
 	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections")
 	f.StringVar(&sec.tokenFile, "token-file", "", "require 'Authorization: Bearer TOKEN' on every API call, TOKEN being this file's first line (or set SLUICE_DTX_TOKEN); /metrics stays open")
 	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; more wait to be accepted")

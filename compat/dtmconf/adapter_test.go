@@ -102,7 +102,8 @@ func run(m *testing.M) int {
 	cfg.TestHooks = true
 	cfg.RetryInterval = time.Duration(conf.RetryInterval) * time.Second
 	cfg.TimeoutToFail = time.Duration(conf.TimeoutToFail) * time.Second
-	cfg.CheckBranchURLs = false // the busi gRPC server starts after the coordinator
+	cfg.CheckBranchURLs = false                    // the busi gRPC server starts after the coordinator
+	cfg.AlertWebhook = busi.Busi + "/AlertWebHook" // as dtm's main_test.go
 	reg := prometheus.NewRegistry()
 	coord, err := dtx.New(cfg, st, reg, nil)
 	if err != nil {
