@@ -15,10 +15,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +88,16 @@ func run(m *testing.M) int {
 	ep := inst.Endpoint()
 	busi.BusiConf = dtmcli.DBConf{Driver: "mysql", Host: ep.Host, Port: int64(ep.Port), User: ep.User, Password: ep.Password}
 	busi.ResetXaData()
+	// The Redis barrier tests' business store: dtm's busi dials
+	// localhost:6379 without a password, so this one listens there, on
+	// loopback only, and holds nothing but the tests' barrier keys.
+	stopRedis, err := startBusiRedis(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start the business Redis on 127.0.0.1:6379:", err)
+		return 1
+	}
+	defer stopRedis()
+	busi.SetRedisBothAccount(10000, 10000) // as dtm's busi.PopulateDB
 	// dtm's SQL scripts, from its module (run.sh sets DTM_DIR).
 	for _, f := range []string{"busi.mysql.sql", "dtmcli.barrier.mysql.sql"} {
 		dtmutil.RunSQLScript(busi.BusiConf, filepath.Join(os.Getenv("DTM_DIR"), "sqls", f), false)
@@ -307,4 +319,38 @@ func isSQLStore() bool { return false }
 // tables, which sluice does not have: the tests that use it are skipped.
 func testStoreResetCronTime(t *testing.T, funcName string, resetCronHandler func(expire int64, limit int64) (int64, bool, error)) {
 	t.Skip("reads dtm's internal storage tables")
+}
+
+// startBusiRedis runs redis-server on 127.0.0.1:6379 in dir until stop.
+func startBusiRedis(dir string) (stop func(), err error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server is not installed (fix: make deps)")
+	}
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:6379", time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("the port is taken (fix: stop that server, e.g. systemctl stop redis-server)")
+	}
+	rdir := filepath.Join(dir, "redis")
+	if err := os.MkdirAll(rdir, 0o700); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--port", "6379", "--bind", "127.0.0.1", "--dir", rdir, "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "redis.log")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:6379", time.Second)
+		if err == nil {
+			c.Close()
+			return stop, nil
+		}
+		if i == 200 {
+			stop()
+			return nil, fmt.Errorf("redis-server did not listen within 10 s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
