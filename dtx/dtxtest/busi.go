@@ -14,10 +14,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/sluice-db/sluice/dtx/barrier"
 )
@@ -71,6 +74,7 @@ type Busi struct {
 	mu     sync.Mutex
 	errors map[string]int // gid/handler -> injected errors so far
 	wg     sync.WaitGroup
+	grpc   *grpc.Server // with ServeGRPC
 }
 
 // Setup creates the business tables and dtm's barrier table, and gives the
@@ -145,6 +149,9 @@ func (b *Busi) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = b.srv.Shutdown(ctx)
+	if b.grpc != nil {
+		b.grpc.Stop()
+	}
 	b.wg.Wait()
 }
 
@@ -155,21 +162,24 @@ type effect struct {
 	guard          bool  // refuse (FAILURE) when the available balance would go negative
 }
 
+// effects are the branches, by handler name.
+var effects = map[string]effect{
+	// saga and message
+	"TransOut":           {user: OutUser, balance: -1, guard: true},
+	"TransOutCompensate": {user: OutUser, balance: 1},
+	"TransIn":            {user: InUser, balance: 1},
+	"TransInCompensate":  {user: InUser, balance: -1},
+	// TCC: try reserves in trading_balance, confirm moves it, cancel releases it
+	"TransOutTry":     {user: OutUser, trade: -1, guard: true},
+	"TransOutConfirm": {user: OutUser, balance: -1, trade: 1},
+	"TransOutCancel":  {user: OutUser, trade: 1},
+	"TransInTry":      {user: InUser, trade: 1},
+	"TransInConfirm":  {user: InUser, balance: 1, trade: -1},
+	"TransInCancel":   {user: InUser, trade: -1},
+}
+
 func (b *Busi) handlers() map[string]http.HandlerFunc {
-	hs := map[string]effect{
-		// saga and message
-		"TransOut":           {user: OutUser, balance: -1, guard: true},
-		"TransOutCompensate": {user: OutUser, balance: 1},
-		"TransIn":            {user: InUser, balance: 1},
-		"TransInCompensate":  {user: InUser, balance: -1},
-		// TCC: try reserves in trading_balance, confirm moves it, cancel releases it
-		"TransOutTry":     {user: OutUser, trade: -1, guard: true},
-		"TransOutConfirm": {user: OutUser, balance: -1, trade: 1},
-		"TransOutCancel":  {user: OutUser, trade: 1},
-		"TransInTry":      {user: InUser, trade: 1},
-		"TransInConfirm":  {user: InUser, balance: 1, trade: -1},
-		"TransInCancel":   {user: InUser, trade: -1},
-	}
+	hs := effects
 	out := map[string]http.HandlerFunc{}
 	for name, e := range hs {
 		out[name] = b.branch(name, e)
@@ -180,24 +190,9 @@ func (b *Busi) handlers() map[string]http.HandlerFunc {
 
 func (b *Busi) branch(name string, e effect) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req Req
 		body, _ := io.ReadAll(r.Body)
-		if len(body) > 0 {
-			if err := json.Unmarshal(body, &req); err != nil {
-				answer(w, http.StatusBadRequest, "bad body: "+err.Error())
-				return
-			}
-		}
-		q := r.URL.Query()
-		gid := q.Get("gid")
-		if ms := req.SleepMS[name]; ms > 0 {
-			select {
-			case <-time.After(time.Duration(ms) * time.Millisecond):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		if reason, ok := strings.CutPrefix(req.Results[name], "FAILURE:"); ok {
+		code, msg, reason := b.exec(r.Context(), name, e, body, r.URL.Query())
+		if reason != "" {
 			// A business failure with its reason, as dtm's busi answers
 			// "Insufficient balance".
 			w.Header().Set("Content-Type", "application/json")
@@ -205,48 +200,70 @@ func (b *Busi) branch(name string, e effect) http.HandlerFunc {
 			_ = json.NewEncoder(w).Encode(map[string]string{"dtm_result": "FAILURE", "message": reason})
 			return
 		}
-		if code, msg, ok := b.injected(gid, name, req.Results[name]); ok {
+		if code != 0 {
 			answer(w, code, msg)
-			return
-		}
-		if b.cfg.NoDB {
-			answer(w, http.StatusOK, "SUCCESS")
-			return
-		}
-		e := e // this request's accounts; the handler's e is shared by every request
-		if e.user == OutUser && req.OutUser != 0 {
-			e.user = req.OutUser
-		} else if e.user == InUser && req.InUser != 0 {
-			e.user = req.InUser
-		}
-		work := func(tx *sql.Tx) error {
-			return b.work(r.Context(), tx, gid, q.Get("branch_id"), q.Get("op"), name, e, int64(req.Amount))
-		}
-		var err error
-		if b.cfg.Barrier {
-			var bb *barrier.Barrier
-			if bb, err = barrier.FromQuery(q); err == nil {
-				err = bb.CallWithDB(r.Context(), b.db, work)
-			}
-		} else {
-			var tx *sql.Tx
-			if tx, err = b.db.BeginTx(r.Context(), nil); err == nil {
-				if err = work(tx); err == nil {
-					err = tx.Commit()
-				} else {
-					_ = tx.Rollback()
-				}
-			}
-		}
-		switch {
-		case err == nil:
-			answer(w, http.StatusOK, "SUCCESS")
-		case errors.Is(err, barrier.ErrFailure):
-			answer(w, http.StatusConflict, "FAILURE")
-		default:
-			answer(w, http.StatusInternalServerError, err.Error())
 		}
 	}
+}
+
+// exec runs one branch call of any transport: body is the Req, q dtm's
+// four parameters. It answers an HTTP status and result (0: the caller
+// went away), or a business failure's reason.
+func (b *Busi) exec(ctx context.Context, name string, e effect, body []byte, q url.Values) (code int, msg, reason string) {
+	var req Req
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			return http.StatusBadRequest, "bad body: " + err.Error(), ""
+		}
+	}
+	gid := q.Get("gid")
+	if ms := req.SleepMS[name]; ms > 0 {
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-ctx.Done():
+			return 0, "", ""
+		}
+	}
+	if reason, ok := strings.CutPrefix(req.Results[name], "FAILURE:"); ok {
+		return http.StatusConflict, "FAILURE", reason
+	}
+	if code, msg, ok := b.injected(gid, name, req.Results[name]); ok {
+		return code, msg, ""
+	}
+	if b.cfg.NoDB {
+		return http.StatusOK, "SUCCESS", ""
+	}
+	if e.user == OutUser && req.OutUser != 0 { // e is this call's copy
+		e.user = req.OutUser
+	} else if e.user == InUser && req.InUser != 0 {
+		e.user = req.InUser
+	}
+	work := func(tx *sql.Tx) error {
+		return b.work(ctx, tx, gid, q.Get("branch_id"), q.Get("op"), name, e, int64(req.Amount))
+	}
+	var err error
+	if b.cfg.Barrier {
+		var bb *barrier.Barrier
+		if bb, err = barrier.FromQuery(q); err == nil {
+			err = bb.CallWithDB(ctx, b.db, work)
+		}
+	} else {
+		var tx *sql.Tx
+		if tx, err = b.db.BeginTx(ctx, nil); err == nil {
+			if err = work(tx); err == nil {
+				err = tx.Commit()
+			} else {
+				_ = tx.Rollback()
+			}
+		}
+	}
+	switch {
+	case err == nil:
+		return http.StatusOK, "SUCCESS", ""
+	case errors.Is(err, barrier.ErrFailure):
+		return http.StatusConflict, "FAILURE", ""
+	}
+	return http.StatusInternalServerError, err.Error(), ""
 }
 
 // injected applies a result from the request body.
