@@ -4,7 +4,9 @@
 # same saga through sluice dtx and through dtm v1.19.0 (built from the Go
 # module into a cache outside the repo, reused when present). The rows
 # "sluice (Redis store)" and "dtm (Redis store)" share one redis-server
-# (appendonly yes, appendfsync always) started by the driver.
+# (appendonly yes, appendfsync always) started by the driver. The gRPC rows
+# submit through dtm's gRPC API (sluice --grpc-listen, dtm's GrpcPort) and
+# call gRPC branches of the same business service.
 #
 # Env: DURATION (default 15s), ROUNDS (1), THREADS (10,64), DTM_CACHE
 # (~/.cache/sluice-bench/dtm-v1.19.0), SKIP_DTM=1 to run without dtm.

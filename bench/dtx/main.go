@@ -37,6 +37,8 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
+	"google.golang.org/grpc"
+
 	"github.com/sluice-db/sluice/bench/report"
 	"github.com/sluice-db/sluice/dtx/dtxtest"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
@@ -131,6 +133,7 @@ type row struct {
 	coordinator string // "", "sluice", "dtm", "sysbench"
 	sql         int    // business SQL per branch
 	barrier     bool
+	grpc        bool // dtm's gRPC protocol: submit and branch calls
 }
 
 // The "sluice" rows use sluice's default store (the embedded bolt file and
@@ -153,6 +156,11 @@ var rows = []row{
 	{name: "dtm, 10 SQL", coordinator: "dtm", sql: 10},
 	{name: "sluice, 10 SQL, barrier", coordinator: "sluice", sql: 10, barrier: true},
 	{name: "dtm, 10 SQL, barrier", coordinator: "dtm", sql: 10, barrier: true},
+	{name: "no coordinator, gRPC, 2 SQL", sql: 2, grpc: true},
+	{name: "sluice, gRPC, 0 SQL", coordinator: "sluice", grpc: true},
+	{name: "dtm, gRPC, 0 SQL", coordinator: "dtm", grpc: true},
+	{name: "sluice, gRPC, 2 SQL", coordinator: "sluice", sql: 2, grpc: true},
+	{name: "dtm, gRPC, 2 SQL", coordinator: "dtm", sql: 2, grpc: true},
 	{name: "sluice (MySQL store), 0 SQL", coordinator: "sluice-mysql"},
 	{name: "sluice (MySQL store), 2 SQL", coordinator: "sluice-mysql", sql: 2},
 	{name: "dtm (boltdb store), 0 SQL", coordinator: "dtm-bolt"},
@@ -325,131 +333,12 @@ type bench struct {
 	disk string
 	// redis is the server of the Redis rows (nil when none runs).
 	redis *sandboxtest.Redis
+	// grpcAddrs are the coordinators' gRPC addresses, grpcConns the
+	// connections to them and to the business services (grpc.go).
+	grpcAddrs map[string]string
+	grpcConns map[string]*grpc.ClientConn
 	// lastStats are sluice's metrics at the previous row.
 	lastStats map[string]map[string]float64
-}
-
-func newClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1000, 1000
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
-func (b *bench) stopCoordinators() {
-	for _, p := range b.procs {
-		_ = p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = p.Process.Kill()
-			<-done
-		}
-	}
-}
-
-func (b *bench) spawn(ctx context.Context, name, url string, cmd *exec.Cmd) error {
-	logf, err := os.Create(filepath.Join(os.TempDir(), "dtxbench-"+name+".log"))
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	b.procs = append(b.procs, cmd)
-	if b.urls == nil {
-		b.urls, b.pids = map[string]string{}, map[string]int{}
-	}
-	b.urls[name] = url
-	b.pids[name] = cmd.Process.Pid
-	for i := 0; i < 600; i++ {
-		resp, err := b.client.Get(url + "/newGid")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s did not start; see %s", name, logf.Name())
-}
-
-func (b *bench) startSluice(ctx context.Context, name, store string) error {
-	return b.startSluiceBin(ctx, name, store, b.o.sluice, b.o.sluiceArgs)
-}
-
-func (b *bench) startSluiceBin(ctx context.Context, name, store, bin string, extra []string) error {
-	port, err := sandbox.FreePort()
-	if err != nil {
-		return err
-	}
-	args := append([]string{"dtx", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--store", store, "--log-level", "warn"}, extra...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	return b.spawn(ctx, name, fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", port), cmd)
-}
-
-// startDtm starts dtm with its MySQL store ("dtm"), its default boltdb
-// store ("dtm-bolt", which dtm keeps in ./dtm.bolt: it runs in its own
-// directory under dir) or its Redis store ("dtm-redis", database 0, keys
-// under dtm's prefix {a}; sluice's are in database 1).
-func (b *bench) startDtm(ctx context.Context, name, dir string) error {
-	store := fmt.Sprintf(`Store:
-  Driver: 'mysql'
-  Host: '127.0.0.1'
-  User: 'root'
-  Password: ''
-  Port: %d
-  Db: 'dtm'
-`, b.inst.Port)
-	workDir := filepath.Join(dir, name)
-	if err := os.MkdirAll(workDir, 0o755); err != nil {
-		return err
-	}
-	if name == "dtm-bolt" {
-		store = "Store:\n  Driver: 'boltdb'\n"
-	} else if name == "dtm-redis" {
-		host, port, _ := strings.Cut(b.redis.Addr(), ":")
-		store = fmt.Sprintf("Store:\n  Driver: 'redis'\n  Host: '%s'\n  Port: %s\n  Password: '%s'\n", host, port, b.redis.Password)
-	} else {
-		sqlText, err := os.ReadFile(b.o.dtmSQL)
-		if err != nil {
-			return fmt.Errorf("dtm schema: %w", err)
-		}
-		for _, st := range strings.Split(string(sqlText), ";") {
-			if strings.TrimSpace(st) == "" {
-				continue
-			}
-			if _, err := b.db.ExecContext(ctx, st); err != nil {
-				return fmt.Errorf("dtm schema: %w", err)
-			}
-		}
-	}
-	var ports [3]int
-	var err error
-	for i := range ports {
-		if ports[i], err = sandbox.FreePort(); err != nil {
-			return err
-		}
-	}
-	conf := store + fmt.Sprintf(`HttpPort: %d
-GrpcPort: %d
-JsonRpcPort: %d
-LogLevel: 'error'
-`, ports[0], ports[1], ports[2])
-	confPath := filepath.Join(workDir, "dtm.yml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, b.o.dtm, "-c", confPath)
-	cmd.Dir = workDir
-	return b.spawn(ctx, name, fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", ports[0]), cmd)
 }
 
 // Binlog_commits counts every committed write transaction, autocommit
@@ -522,9 +411,14 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 	}
 	defer busi.Close()
 	var fn func(ctx context.Context) error
-	if r.coordinator == "" {
+	switch {
+	case r.grpc:
+		if fn, err = b.grpcLoad(busi, r.coordinator); err != nil {
+			return measurement{}, err
+		}
+	case r.coordinator == "":
 		fn = func(ctx context.Context) error { return b.direct(ctx, busi.URL) }
-	} else {
+	default:
 		base := b.urls[r.coordinator]
 		fn = func(ctx context.Context) error { return b.saga(ctx, base, busi.URL) }
 	}
@@ -815,6 +709,8 @@ func (b *bench) table(md *bytes.Buffer, run *report.Run, selected []row, threads
 		ratio("sluice, 0 SQL", "dtm (boltdb store), 0 SQL"), ratio("sluice, 2 SQL", "dtm (boltdb store), 2 SQL"))
 	fmt.Fprintf(md, "c=%d: sluice (Redis store) / dtm (Redis store), one redis-server with appendfsync always: 0 SQL %s, 2 SQL %s\n\n",
 		threads, ratio("sluice (Redis store), 0 SQL", "dtm (Redis store), 0 SQL"), ratio("sluice (Redis store), 2 SQL", "dtm (Redis store), 2 SQL"))
+	fmt.Fprintf(md, "c=%d: gRPC (dtm's gRPC API and gRPC branches): sluice / dtm 0 SQL %s, 2 SQL %s; sluice / no coordinator 2 SQL %s\n\n",
+		threads, ratio("sluice, gRPC, 0 SQL", "dtm, gRPC, 0 SQL"), ratio("sluice, gRPC, 2 SQL", "dtm, gRPC, 2 SQL"), ratio("sluice, gRPC, 2 SQL", "no coordinator, gRPC, 2 SQL"))
 	if b.o.sluiceB != "" {
 		for _, r := range selected {
 			if r.coordinator != "sluice-b" {
