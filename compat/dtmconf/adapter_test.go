@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -64,12 +65,14 @@ func run(m *testing.M) int {
 	dtmdriver.Middlewares.Grpc = append(dtmdriver.Middlewares.Grpc, busi.SetGrpcHeaderForHeadersYes)
 
 	// The business database: a sandbox MariaDB, with dtm's own schema.
+	reapDeadRuns()
 	dir, err := os.MkdirTemp("", "dtmconf")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	_ = os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	port, err := sandbox.FreePort()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -352,5 +355,28 @@ func startBusiRedis(dir string) (stop func(), err error) {
 			return nil, fmt.Errorf("redis-server did not listen within 10 s: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// reapDeadRuns stops the business databases of earlier runs whose test
+// process died without its deferred cleanup (a dtm test that panics ends
+// the process at once), so that they do not run on forever.
+func reapDeadRuns() {
+	owners, _ := filepath.Glob(filepath.Join(os.TempDir(), "dtmconf*", "owner.pid"))
+	for _, f := range owners {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		dir := filepath.Dir(f)
+		insts, _ := sandbox.List(dir)
+		for _, inst := range insts {
+			_ = inst.Kill()
+		}
+		_ = os.RemoveAll(dir)
 	}
 }
