@@ -5,13 +5,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/binlog"
@@ -346,5 +351,89 @@ func TestPurgedPositionIsRefused(t *testing.T) {
 	_, err = binlog.ResolveGTID(context.Background(), config(inst), old)
 	if !errors.Is(err, sluice.ErrBinlogPurged) {
 		t.Fatalf("resolving a purged GTID set: want ErrBinlogPurged, got %v", err)
+	}
+}
+
+// TestReaderDetectsASilentSource: a source connection that stays open but
+// carries nothing (toxiproxy's timeout toxic with no timeout drops every
+// byte, heartbeats included) is declared dead after about ReadTimeout and
+// the reader reconnects once the path is back, with no event lost. go-mysql
+// sets no read deadline per packet any more; the reader's silence watch
+// (silence.go) does this.
+func TestReaderDetectsASilentSource(t *testing.T) {
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	proxy := toxiproxy.NewProxy(srv, "silent", "127.0.0.1:0", src.Endpoint().Addr())
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Stop()
+	host, port, _ := net.SplitHostPort(proxy.Listen)
+	ep := src.Endpoint()
+	ep.Host = host
+	ep.Port, _ = strconv.Atoi(port)
+
+	db := sandboxtest.MustOpen(t, src, "")
+	sandboxtest.MustExec(t, db, "CREATE DATABASE IF NOT EXISTS silent", "CREATE TABLE silent.t (id int primary key)")
+	start := masterStatus(t, db)
+	cfg := config(src)
+	cfg.Source = ep
+	cfg.ReadTimeout = time.Second
+	lost := make(chan time.Time, 16)
+	cfg.Notify = func(format string, args ...any) {
+		if strings.Contains(fmt.Sprintf(format, args...), "connection to the source lost") {
+			lost <- time.Now()
+		}
+	}
+	r, err := binlog.NewReader(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Start(context.Background(), sluice.Position{File: start.File, Pos: start.Pos}); err != nil {
+		t.Fatal(err)
+	}
+	rows := func(evs []*replication.BinlogEvent) int {
+		n := 0
+		for _, ev := range evs {
+			if ev.Header.EventType == replication.WRITE_ROWS_EVENTv1 {
+				n++
+			}
+		}
+		return n
+	}
+	sandboxtest.MustExec(t, db, "INSERT INTO silent.t VALUES (1)")
+	got := rows(collect(t, r, masterStatus(t, db)))
+
+	// The stream is live (the row arrived): now silence it.
+	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(`{"name":"silence","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)); err != nil {
+		t.Fatal(err)
+	}
+	silent := time.Now()
+	var at time.Time
+	select {
+	case at = <-lost:
+	case <-time.After(60 * time.Second):
+		t.Fatal("a silent source was not detected within 60 s (read timeout 1 s)")
+	}
+	// The last heartbeat may have arrived up to one heartbeat before the
+	// toxic: the silence began then.
+	d := at.Sub(silent)
+	t.Logf("silence detected after %v (read timeout %v)", d, cfg.ReadTimeout)
+	if d < cfg.ReadTimeout-cfg.Heartbeat-50*time.Millisecond {
+		t.Fatalf("the connection was declared dead %v after it went silent, before the read timeout %v", d, cfg.ReadTimeout)
+	}
+	if d > 3*cfg.ReadTimeout {
+		t.Fatalf("the silent connection was declared dead only %v after it went silent (read timeout %v)", d, cfg.ReadTimeout)
+	}
+	if err := proxy.Toxics.RemoveToxic(context.Background(), "silence"); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.MustExec(t, db, "INSERT INTO silent.t VALUES (2)", "INSERT INTO silent.t VALUES (3)")
+	got += rows(collect(t, r, masterStatus(t, db)))
+	if got != 3 {
+		t.Fatalf("saw %d row events across the silence, want 3", got)
+	}
+	if n, _ := r.Reconnects(); n < 1 {
+		t.Fatalf("reconnects = %d, want at least 1", n)
 	}
 }

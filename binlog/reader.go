@@ -96,15 +96,25 @@ func (r *Reader) newSyncer() *replication.BinlogSyncer {
 	} else if fallback && !c.ServerTLS {
 		tc = nil
 	}
-	dialer := (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	dial := (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if sock := c.Source.Socket; sock != "" {
-		tcp := dialer
-		dialer = func(ctx context.Context, _, _ string) (net.Conn, error) { return tcp(ctx, "unix", sock) }
+		tcp := dial
+		dial = func(ctx context.Context, _, _ string) (net.Conn, error) { return tcp(ctx, "unix", sock) }
+	}
+	// go-mysql gets no ReadTimeout: it would set a read deadline around
+	// every packet. silenceConn detects a silent connection instead.
+	timeout := c.readTimeout()
+	dialer := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return newSilenceConn(conn, timeout), nil
 	}
 	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: c.ServerID, Flavor: c.Flavor, Host: c.Source.Host, Port: uint16(c.Source.Port),
 		User: c.Source.User, Password: c.Source.Password, Localhost: "sluice",
-		RawModeEnabled: true, HeartbeatPeriod: c.Heartbeat, ReadTimeout: c.readTimeout(),
+		RawModeEnabled: true, HeartbeatPeriod: c.Heartbeat,
 		DisableRetrySync: true, Logger: c.logger(), EventCacheCount: 1024,
 		// Without annotate rows events MariaDB leaves holes in the stream;
 		// the relay must hold every byte to stay identical to the source.
@@ -175,11 +185,13 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 			return
 		}
 		// Transient: reconnect from the exact next position with backoff.
+		// The note comes first: closing a syncer whose source went silent
+		// waits for its KILL connection to time out too.
+		r.notify("binlog: connection to the source lost at %s: %v; reconnecting", r.Next(), oneLine(err))
 		if s != nil {
 			s.Close()
 		}
 		s, st = nil, nil
-		r.notify("binlog: connection to the source lost at %s: %v; reconnecting", r.Next(), oneLine(err))
 		for {
 			r.mu.Lock()
 			r.lastErr = err
