@@ -137,7 +137,8 @@ type groupTracker struct {
 }
 
 // step feeds one event and reports whether the position after it is a
-// transaction boundary.
+// transaction boundary. It reads the bytes of MariaDB GTID and Query events
+// only; Open's scan (scanBoundaries) passes nil raw for every other type.
 func (t *groupTracker) step(h header, raw []byte, checksum bool) bool {
 	switch h.Type {
 	case replication.MARIADB_GTID_EVENT:

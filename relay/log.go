@@ -14,7 +14,6 @@
 package relay
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -146,7 +145,7 @@ func Open(cfg Config) (*Log, error) {
 		}
 		size := st.Size()
 		if i == len(names)-1 {
-			if size, err = recoverTail(filepath.Join(cfg.Dir, n)); err != nil {
+			if size, err = recoverTail(cfg.Dir, n); err != nil {
 				return nil, err
 			}
 		}
@@ -250,6 +249,9 @@ func (l *Log) Reset() error {
 		}
 	}
 	l.files = nil
+	if err := os.Remove(filepath.Join(l.cfg.Dir, MarkName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("relay: reset: %w", err)
+	}
 	return writeIndex(l.cfg.Dir, nil)
 }
 
@@ -480,76 +482,6 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// recoverTail scans a file and truncates it after its last complete
-// transaction. It returns the resulting size.
-func recoverTail(path string) (int64, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return 0, fmt.Errorf("relay: recover: %w", err)
-	}
-	defer f.Close()
-	good := int64(0)
-	head := make([]byte, len(magic))
-	if _, err := io.ReadFull(f, head); err == nil && string(head) == string(magic) {
-		good = int64(len(magic))
-		var groups groupTracker
-		checksum := false
-		off := good
-		err := scanEvents(bufio.NewReaderSize(f, 1<<20), func(h header, raw []byte) error {
-			off += int64(h.Size)
-			if h.Type == fdeType {
-				checksum = fdeChecksum(raw)
-			}
-			if groups.step(h, raw, checksum) {
-				good = off
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errBadEvent) {
-			return 0, fmt.Errorf("relay: recover %s: %w", path, err)
-		}
-	}
-	if good < int64(len(magic)) {
-		if err := f.Truncate(0); err != nil {
-			return 0, fmt.Errorf("relay: recover: %w", err)
-		}
-		if _, err := f.WriteAt(magic, 0); err != nil {
-			return 0, fmt.Errorf("relay: recover: %w", err)
-		}
-		good = int64(len(magic))
-	} else if err := f.Truncate(good); err != nil {
-		return 0, fmt.Errorf("relay: recover: %w", err)
-	}
-	return good, f.Sync()
-}
-
-var errBadEvent = errors.New("relay: malformed event")
-
-// scanEvents reads whole events until EOF. A partial event at the end is
-// io.ErrUnexpectedEOF.
-func scanEvents(r *bufio.Reader, fn func(h header, raw []byte) error) error {
-	for {
-		hb, err := r.Peek(headerSize)
-		if err == io.EOF && len(hb) == 0 {
-			return nil
-		}
-		if err != nil {
-			return io.ErrUnexpectedEOF
-		}
-		h, err := parseHeader(hb)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errBadEvent, err)
-		}
-		raw := make([]byte, h.Size)
-		if _, err := io.ReadFull(r, raw); err != nil {
-			return io.ErrUnexpectedEOF
-		}
-		if err := fn(h, raw); err != nil {
-			return err
-		}
-	}
 }
 
 // waitChange blocks until ch is closed or ctx ends.

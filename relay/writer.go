@@ -43,6 +43,8 @@ type Writer struct {
 	lastSync  time.Time
 	dirty     bool // written but not fsynced
 
+	mark *os.File // the tail mark (tail.go), opened at the first fsync
+
 	mu        sync.Mutex
 	sourcePos sluice.Position // newest position the source reported (events or heartbeats)
 	sourceAt  time.Time
@@ -230,6 +232,7 @@ func (w *Writer) switchTo(name string, pos int64) error {
 	if pos != int64(len(magic)) && (pos != w.fillTo || len(files) > 0) {
 		return fmt.Errorf("relay: cannot start the new relay file %s at offset %d; request offset 4", name, pos)
 	}
+	w.dropMark()
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, private.FileMode)
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
@@ -287,6 +290,7 @@ func (w *Writer) finishFile() error {
 		if err := w.f.Sync(); err != nil {
 			return fmt.Errorf("relay: fsync %s: %w", w.name, err)
 		}
+		w.markTail(w.boundary)
 	}
 	w.l.publish(w.name, w.boundary)
 	err := w.f.Close()
@@ -318,6 +322,7 @@ func (w *Writer) Flush() error {
 				return fmt.Errorf("relay: fsync %s: %w", w.name, err)
 			}
 			w.lastSync, w.dirty = time.Now(), false
+			w.markTail(w.boundary)
 		}
 	}
 	w.l.publish(w.name, w.boundary)
@@ -334,12 +339,18 @@ func (w *Writer) Close() error {
 	var err error
 	if w.f != nil {
 		if err = w.Flush(); err == nil && w.dirty {
-			err = w.f.Sync()
+			if err = w.f.Sync(); err == nil {
+				w.markTail(w.boundary)
+			}
 		}
 		if cerr := w.f.Close(); err == nil {
 			err = cerr
 		}
 		w.f = nil
+	}
+	if w.mark != nil {
+		w.mark.Close()
+		w.mark = nil
 	}
 	w.l.mu.Lock()
 	w.l.writer = false
