@@ -20,6 +20,13 @@
 #      TABLE_SIZE (100000) SB_THREADS (8) WORKERS (16) BATCH (100)
 #      ROUNDS (3) PARTS ("catchup latency sweep") LATENCY (20) SWEEP ("4 8 16 32 64") BUFFER_POOL (1G)
 #      SLUICE (bin/sluice) OUT (bench/out/replication.md)
+#      CATCHUP ("oltp_write_only oltp_insert"): the catch-up workloads
+#      NATIVES ("n8 n1"): the native replicas in the catch-up rounds (n8 is needed for the ratio)
+#      SLUICE_B: a second sluice binary (e.g. the build before a change) for a same-run A/B: it
+#        joins the rotation of the catch-up rounds with its own target, task dir and relay
+#      LABEL_B ("B"): how its rows are named
+#      PROFILE_DIR: write a CPU profile of every sluice run there (SLUICE_CPUPROFILE), named
+#        WORKLOAD-rROUND-a|b-PID.prof (a: SLUICE, b: SLUICE_B)
 set -euo pipefail
 
 if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
@@ -44,11 +51,19 @@ SWEEP=${SWEEP:-4 8 16 32 64}
 BUFFER_POOL=${BUFFER_POOL:-1G}
 SLUICE=${SLUICE:-$PWD/bin/sluice}
 OUT=${OUT:-$PWD/bench/out/replication.md}
+CATCHUP=${CATCHUP:-oltp_write_only oltp_insert}
+NATIVES=${NATIVES:-n8 n1}
+SLUICE_B=${SLUICE_B:-}
+LABEL_B=${LABEL_B:-B}
+PROFILE_DIR=${PROFILE_DIR:-}
+PROFILE_LABEL=run
 
 for tool in sysbench mariadb go; do
   command -v "$tool" >/dev/null || { echo "replication: $tool is missing (run 'make deps')" >&2; exit 2; }
 done
 [ -x "$SLUICE" ] || { echo "replication: $SLUICE is missing (run 'make build')" >&2; exit 2; }
+[ -z "$SLUICE_B" ] || [ -x "$SLUICE_B" ] || { echo "replication: SLUICE_B=$SLUICE_B is missing" >&2; exit 2; }
+[ -z "$PROFILE_DIR" ] || mkdir -p "$PROFILE_DIR"
 
 WORK=$(mktemp -d /tmp/sluice-repl.XXXXXX)
 export SLUICE_HOME=$WORK/home
@@ -57,7 +72,7 @@ SLUICE_PID=""
 cleanup() {
   [ -n "$SLUICE_PID" ] && kill "$SLUICE_PID" 2>/dev/null && wait "$SLUICE_PID" 2>/dev/null || true
   [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null || true
-  for n in rb_src rb_dst rb_rep8 rb_rep1; do "$SLUICE" sandbox down --name $n --purge >/dev/null 2>&1 || true; done
+  for n in rb_src rb_dst rb_dstb rb_rep8 rb_rep1; do "$SLUICE" sandbox down --name $n --purge >/dev/null 2>&1 || true; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -69,11 +84,13 @@ free_port() {
     ss -ltn "( sport = :$p )" 2>/dev/null | grep -q ":$p" || { echo "$p"; return; }
   done
 }
-SRC_PORT=$(free_port); DST_PORT=$(free_port); REP8_PORT=$(free_port); REP1_PORT=$(free_port)
+SRC_PORT=$(free_port); DST_PORT=$(free_port); REP8_PORT=$(free_port); REP1_PORT=$(free_port); DSTB_PORT=$(free_port)
 go build -o "$WORK/latencyproxy" ./bench/latencyproxy
 
 echo "== sandboxes (innodb_buffer_pool_size=$BUFFER_POOL each): source :$SRC_PORT, sluice target :$DST_PORT, native replicas :$REP8_PORT (8 threads), :$REP1_PORT (1 thread)"
-for s in "rb_src $SRC_PORT" "rb_dst $DST_PORT" "rb_rep8 $REP8_PORT" "rb_rep1 $REP1_PORT"; do
+SANDBOXES=("rb_src $SRC_PORT" "rb_dst $DST_PORT" "rb_rep8 $REP8_PORT" "rb_rep1 $REP1_PORT")
+[ -z "$SLUICE_B" ] || SANDBOXES+=("rb_dstb $DSTB_PORT")
+for s in "${SANDBOXES[@]}"; do
   set -- $s
   "$SLUICE" sandbox up --name "$1" --port "$2" --buffer-pool "$BUFFER_POOL" >/dev/null
 done
@@ -92,14 +109,14 @@ for port in $REP8_PORT $REP1_PORT; do
     MASTER_LOG_FILE='$F0', MASTER_LOG_POS=$P0, MASTER_USE_GTID=no"
 done
 
-TASK=$WORK/task.yaml
-write_task() { # workers target-port [commit-order]
-  cat >"$TASK" <<YAML
-name: replbench
+write_task() { # file name dir workers target-port [commit-order]
+  local file=$1 name=$2 dir=$3; shift 3
+  cat >"$file" <<YAML
+name: $name
 source: {host: 127.0.0.1, port: $SRC_PORT, user: root, password: ""}
 target: {host: 127.0.0.1, port: $2, user: root, password: ""}
 tables: {include: ["sbtest.*"]}
-dir: $WORK/task
+dir: $dir
 incremental:
   binlog-file: $F0
   binlog-pos: $P0
@@ -138,14 +155,21 @@ native() {
 
 # sluice WORKERS TARGET_PORT [COMMIT_ORDER]: run the task until it has applied the source's
 # GTID position; prints "seconds events cpu_seconds peak_rss_mb".
-sluice_run() {
-  local want t0 t1 ticks events cpu rss
-  write_task "$1" "$2" "${3:-source}"
+sluice_run() { sluice_run_as a "$@"; }
+# sluice_run_as a|b ...: the same with SLUICE (a) or SLUICE_B (b), each with its own target,
+# task and relay.
+sluice_run_as() {
+  local id=$1 bin=$SLUICE name=replbench dir=$WORK/task task=$WORK/task.yaml dst=$DST_PORT
+  shift
+  if [ "$id" = b ]; then bin=$SLUICE_B; name=replbenchb; dir=$WORK/taskb; task=$WORK/taskb.yaml; dst=$DSTB_PORT; fi
+  local want t0 t1 ticks events cpu rss prof=""
+  [ -z "$PROFILE_DIR" ] || prof="$PROFILE_DIR/$PROFILE_LABEL-$id-%p.prof"
+  write_task "$task" "$name" "$dir" "$1" "$2" "${3:-source}"
   want=$(src_gtid)
   t0=$(now)
-  "$SLUICE" migrate --config "$TASK" --mode incremental >>"$WORK/sluice.log" 2>&1 &
+  env ${prof:+SLUICE_CPUPROFILE=$prof} "$bin" migrate --config "$task" --mode incremental >>"$WORK/sluice.log" 2>&1 &
   SLUICE_PID=$!
-  until [ "$(sql "$DST_PORT" "SELECT gtid_set FROM sluice_meta.apply_checkpoint WHERE task='replbench' ORDER BY seq DESC LIMIT 1" 2>/dev/null)" = "$want" ]; do
+  until [ "$(sql "$dst" "SELECT gtid_set FROM sluice_meta.apply_checkpoint WHERE task='$name' ORDER BY seq DESC LIMIT 1" 2>/dev/null)" = "$want" ]; do
     kill -0 "$SLUICE_PID" 2>/dev/null || { echo "replication: sluice exited; see the log:" >&2; tail -5 "$WORK/sluice.log" >&2; exit 2; }
     sleep 0.1
   done
@@ -153,7 +177,7 @@ sluice_run() {
   ticks=$(awk '{print $14 + $15}' "/proc/$SLUICE_PID/stat")
   rss=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SLUICE_PID/status")
   sleep 1.2 # one more status refresh for the event count
-  events=$("$SLUICE" status --config "$TASK" --json | awk -F': ' '/"events":/ {gsub(",", "", $2); print $2}')
+  events=$("$bin" status --config "$task" --json | awk -F': ' '/"events":/ {gsub(",", "", $2); print $2}')
   kill -TERM "$SLUICE_PID"; wait "$SLUICE_PID" || true; SLUICE_PID=""
   cpu=$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }')
   echo "$(secs "$t0" "$t1") $events $cpu $rss"
@@ -165,12 +189,15 @@ backlog() { # test transactions
 }
 
 echo "== initial catch-up (the prepared tables)"
-native "$REP8_PORT" >/dev/null; native "$REP1_PORT" >/dev/null
+native "$REP8_PORT" >/dev/null
+case " $NATIVES " in *" n1 "*) native "$REP1_PORT" >/dev/null ;; esac
 sluice_run "$WORKERS" "$DST_PORT" >/dev/null
+[ -z "$SLUICE_B" ] || sluice_run_as b "$WORKERS" "$DSTB_PORT" >/dev/null
 
 mkdir -p "$(dirname "$OUT")"
 {
 echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start; MariaDB $(sql "$SRC_PORT" "SELECT VERSION()"); $TABLES tables x $TABLE_SIZE rows; backlog written by $SB_THREADS sysbench threads; sluice $WORKERS workers, batch $BATCH, relay-sync interval; $ROUNDS rounds, medians."
+[ -z "$SLUICE_B" ] || echo "A/B in the same rounds: sluice is $SLUICE, sluice $LABEL_B is $SLUICE_B (its own target server, task dir and relay); the contenders' order rotates each round."
 echo
 echo "| workload | contender | txns | events | median time (s) | median txn/s | median events/s | txn/s per round | sluice CPU (s) | sluice peak RSS (MB) | sluice / native 8 threads (medians) |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"
@@ -185,35 +212,51 @@ run_contender() {
     sluice)
       read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$DST_PORT")
       TIMES[sluice]+=" $ts"; EV=$ev; CPUS+=" $cpu"; RSSS+=" $rss" ;;
+    sluiceb)
+      read -r ts ev cpu rss < <(sluice_run_as b "$WORKERS" "$DSTB_PORT")
+      TIMES[sluiceb]+=" $ts"; CPUSB+=" $cpu"; RSSSB+=" $rss" ;;
   esac
 }
 
 declare -A SLUICE0
 SLUICE0[oltp_write_only]=""
-for test in oltp_write_only oltp_insert; do
+# shellcheck disable=SC2206
+order=($NATIVES sluice)
+[ -z "$SLUICE_B" ] || order+=(sluiceb)
+for test in $CATCHUP; do
   part catchup || continue
-  TIMES=([n8]="" [n1]="" [sluice]=""); CPUS=""; RSSS=""; EV=0
-  order=(n8 n1 sluice)
+  TIMES=([n8]="" [n1]="" [sluice]="" [sluiceb]=""); CPUS=""; RSSS=""; CPUSB=""; RSSSB=""; EV=0
   for ((r = 0; r < ROUNDS; r++)); do
     backlog "$test" "$BACKLOG"
-    for ((i = 0; i < 3; i++)); do
-      c=${order[$(( (i + r) % 3 ))]}
+    for ((i = 0; i < ${#order[@]}; i++)); do
+      c=${order[$(( (i + r) % ${#order[@]} ))]}
       echo "== $test round $((r + 1))/$ROUNDS: $c" >&2
+      PROFILE_LABEL=$test-r$((r + 1))
       run_contender "$c"
     done
   done
   # shellcheck disable=SC2086
-  t8=$(median ${TIMES[n8]}); t1=$(median ${TIMES[n1]}); ts=$(median ${TIMES[sluice]})
+  t8=$(median ${TIMES[n8]}); ts=$(median ${TIMES[sluice]})
   # shellcheck disable=SC2086
   cpu=$(median $CPUS); rss=$(median $RSSS)
   SLUICE0[$test]=$(rate "$BACKLOG" "$ts")
   {
   # shellcheck disable=SC2086
   echo "| $test | native, 8 threads optimistic | $BACKLOG | $EV | $t8 | $(rate "$BACKLOG" "$t8") | $(rate "$EV" "$t8") | $(rates "$BACKLOG" ${TIMES[n8]}) | | | |"
-  # shellcheck disable=SC2086
-  echo "| $test | native, 1 thread | $BACKLOG | $EV | $t1 | $(rate "$BACKLOG" "$t1") | $(rate "$EV" "$t1") | $(rates "$BACKLOG" ${TIMES[n1]}) | | | |"
+  if [ -n "${TIMES[n1]}" ]; then
+    # shellcheck disable=SC2086
+    t1=$(median ${TIMES[n1]})
+    # shellcheck disable=SC2086
+    echo "| $test | native, 1 thread | $BACKLOG | $EV | $t1 | $(rate "$BACKLOG" "$t1") | $(rate "$EV" "$t1") | $(rates "$BACKLOG" ${TIMES[n1]}) | | | |"
+  fi
   # shellcheck disable=SC2086
   echo "| $test | sluice, $WORKERS workers | $BACKLOG | $EV | $ts | $(rate "$BACKLOG" "$ts") | $(rate "$EV" "$ts") | $(rates "$BACKLOG" ${TIMES[sluice]}) | $cpu | $rss | **$(ratio "$t8" "$ts")** |"
+  if [ -n "$SLUICE_B" ]; then
+    # shellcheck disable=SC2086
+    tb=$(median ${TIMES[sluiceb]})
+    # shellcheck disable=SC2086
+    echo "| $test | sluice $LABEL_B, $WORKERS workers | $BACKLOG | $EV | $tb | $(rate "$BACKLOG" "$tb") | $(rate "$EV" "$tb") | $(rates "$BACKLOG" ${TIMES[sluiceb]}) | $(median $CPUSB) | $(median $RSSSB) | **$(ratio "$t8" "$tb")** |"
+  fi
   } | tee -a "$OUT"
 done
 
