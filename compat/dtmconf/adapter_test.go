@@ -130,7 +130,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer coord.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:36789")
+	ln, err := listenFixed("127.0.0.1:36789")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dtm's default address is taken:", err)
 		return 1
@@ -139,7 +139,7 @@ func run(m *testing.M) int {
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
 	defer srv.Close()
 	// dtm's gRPC API on dtm's default gRPC address.
-	gln, err := net.Listen("tcp", "127.0.0.1:36790")
+	gln, err := listenFixed("127.0.0.1:36790")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dtm's default gRPC address is taken:", err)
 		return 1
@@ -378,5 +378,19 @@ func reapDeadRuns() {
 			_ = inst.Kill()
 		}
 		_ = os.RemoveAll(dir)
+	}
+}
+
+// listenFixed listens on one of dtm's fixed ports. An outgoing connection
+// elsewhere on the machine may hold it as its ephemeral port for a moment
+// (run.sh reserves the ports where it can): wait up to 30 s for it.
+func listenFixed(addr string) (net.Listener, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return ln, err
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

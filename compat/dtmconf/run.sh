@@ -13,6 +13,15 @@ if [ ! -d "$dtm/test" ]; then
   echo "run.sh: dtm v1.19.0 is not in the Go module cache (fix: check the network to proxy.golang.org)" >&2
   exit 1
 fi
+# dtm's tests use fixed ports (36789, 36790 and 6379 here, 8081 and 58081
+# in dtm's busi). 36789, 36790 and 58081 lie in Linux's ephemeral range,
+# where any outgoing connection on the machine may hold one for a while
+# (a CI run failed so): as root, keep them out of that range.
+ports=36789,36790,58081
+if [ -w /proc/sys/net/ipv4/ip_local_reserved_ports ]; then
+  cur=$(cat /proc/sys/net/ipv4/ip_local_reserved_ports)
+  echo "${cur:+$cur,}$ports" >/proc/sys/net/ipv4/ip_local_reserved_ports || true
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sed "s#=> ../..#=> $root#" "$here/go.mod" >"$work/go.mod"
