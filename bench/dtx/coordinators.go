@@ -77,13 +77,16 @@ func (b *bench) startSluiceBin(ctx context.Context, name, store, bin string, ext
 	if err != nil {
 		return err
 	}
-	gport, err := sandbox.FreePort()
-	if err != nil {
-		return err
+	args := []string{"dtx", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--store", store, "--log-level", "warn"}
+	if name != "sluice-b" { // an A/B's other build may predate --grpc-listen; no gRPC row uses it
+		gport, err := sandbox.FreePort()
+		if err != nil {
+			return err
+		}
+		b.setGRPC(name, fmt.Sprintf("127.0.0.1:%d", gport))
+		args = append(args, "--grpc-listen", fmt.Sprintf("127.0.0.1:%d", gport))
 	}
-	b.setGRPC(name, fmt.Sprintf("127.0.0.1:%d", gport))
-	args := append([]string{"dtx", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--grpc-listen", fmt.Sprintf("127.0.0.1:%d", gport),
-		"--store", store, "--log-level", "warn"}, extra...)
+	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	return b.spawn(ctx, name, fmt.Sprintf("http://127.0.0.1:%d/api/dtmsvr", port), cmd)
 }

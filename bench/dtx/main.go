@@ -279,7 +279,7 @@ func run(ctx context.Context, o options) error {
 	var all, selected []row
 	for _, r := range rows {
 		all = append(all, r)
-		if o.sluiceB != "" && r.coordinator == "sluice" {
+		if o.sluiceB != "" && r.coordinator == "sluice" && !r.grpc {
 			r.name, r.coordinator = "sluice B"+strings.TrimPrefix(r.name, "sluice"), "sluice-b"
 			all = append(all, r)
 		}
