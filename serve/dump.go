@@ -1,0 +1,214 @@
+package serve
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/relay"
+)
+
+// COM_BINLOG_DUMP flags.
+const (
+	dumpNonBlock     = 0x01 // stop at the end (mariadb-binlog without --stop-never)
+	dumpSendAnnotate = 0x02 // Annotate_rows events wanted
+)
+
+// errDump is ERR 1236, which a replica shows in Last_IO_Error.
+func errDump(format string, a ...any) error {
+	return mysql.NewError(mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, fmt.Sprintf(format, a...))
+}
+
+// dump streams the relay from the requested file and position.
+func (h *session) dump(data []byte) error {
+	if len(data) < 10 {
+		return mysql.NewError(mysql.ER_MALFORMED_PACKET, "COM_BINLOG_DUMP too short")
+	}
+	pos := binary.LittleEndian.Uint32(data[0:])
+	flags := binary.LittleEndian.Uint16(data[4:])
+	replicaID := binary.LittleEndian.Uint32(data[6:])
+	name := string(data[10:])
+	if replicaID != 0 && replicaID == h.s.cfg.ServerID {
+		return errDump("the replica's server_id %d is the binlog service's own (fix: give the replica or serve.server-id another server_id)", replicaID)
+	}
+	if st := h.vars["slave_connect_state"]; st != "" {
+		return errDump("a GTID start (MASTER_USE_GTID) is not served yet (fix: CHANGE MASTER TO MASTER_USE_GTID=no, MASTER_LOG_FILE=..., MASTER_LOG_POS=...)")
+	}
+	files := h.s.log.Files()
+	if len(files) == 0 {
+		return errDump("the relay log is empty (fix: wait until sluice has fetched events from the source)")
+	}
+	if name == "" {
+		name, pos = files[0], 4
+	}
+	if pos < 4 {
+		pos = 4
+	}
+	if !h.s.log.Has(sluice.Position{File: name, Pos: pos}) {
+		return errDump("could not find %s:%d in the relay log, which holds %s to %s (fix: start the replica at a position the relay holds; SHOW BINARY LOGS lists them)",
+			name, pos, files[0], files[len(files)-1])
+	}
+	r, err := h.s.log.NewReader(sluice.Position{File: name, Pos: pos}, nil)
+	if err != nil {
+		return errDump("%v (fix: start the replica at an event boundary the relay holds)", err)
+	}
+	defer r.Close()
+	// A client that set @master_binlog_checksum, to any value (mariadb-binlog
+	// sets 'NONE'), knows checksums and gets the events as they are, as
+	// MariaDB 10.11 sends them; only one that never set it gets them
+	// without (sql_repl.cc is_slave_checksum_aware).
+	_, aware := h.vars["master_binlog_checksum"]
+	crc := aware
+	fde, fileCRC, err := readFDE(filepath.Join(h.s.log.Dir(), name))
+	if err != nil {
+		return errDump("%v", err)
+	}
+	if !fileCRC {
+		crc = false
+	}
+	d := &dumper{h: h, crc: crc, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0}
+	if err := d.send(artificialRotate(h.s.cfg.ServerID, name, uint64(pos), crc)); err != nil {
+		return err
+	}
+	if pos > 4 {
+		if err := d.send(d.strip(servedFDE(fde, true, fileCRC))); err != nil {
+			return err
+		}
+	}
+	period := time.Duration(0)
+	if ns, err := strconv.ParseInt(h.vars["master_heartbeat_period"], 10, 64); err == nil && ns > 0 {
+		period = time.Duration(ns)
+	}
+	for {
+		if flags&dumpNonBlock != 0 {
+			end := h.s.log.End()
+			if cur := r.Position(); cur.File == end.File && cur.Pos >= end.Pos {
+				// The end: EOF, as a primary ends a non-blocking dump.
+				_ = h.conn.WritePacket([]byte{0, 0, 0, 0, 0xfe, 0, 0, 2, 0})
+				h.conn.Close()
+				return nil
+			}
+		}
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if period > 0 {
+			ctx, cancel = context.WithTimeout(ctx, period)
+		}
+		ev, err := r.NextRaw(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			if err := d.send(heartbeat(h.s.cfg.ServerID, d.file, d.pos, crc)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			d.fail(errDump("reading the relay log: %v (fix: see sluice's log; the replica reconnects)", err))
+			return nil
+		}
+		if err := d.event(ev); err != nil {
+			return err
+		}
+	}
+}
+
+// readFDE reads a file's format description event (the first event).
+func readFDE(path string) ([]byte, bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	head := make([]byte, 4+headerSize)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	size := binary.LittleEndian.Uint32(head[4+9:])
+	if head[4+4] != byte(replication.FORMAT_DESCRIPTION_EVENT) || size < headerSize || size > 1<<20 {
+		return nil, false, fmt.Errorf("%s does not start with a format description event", filepath.Base(path))
+	}
+	raw := make([]byte, size)
+	if _, err := f.ReadAt(raw, 4); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return raw, relay.FDEChecksum(raw), nil
+}
+
+// dumper sends one dump's events.
+type dumper struct {
+	h        *session
+	crc      bool // the replica gets checksums
+	fileCRC  bool // the current file's events carry them
+	annotate bool
+	file     string
+	pos      uint32 // the position after the last event sent
+}
+
+func (d *dumper) event(ev relay.RawEvent) error {
+	if ev.Pos.File != d.file {
+		// A new file: the artificial Rotate first, as a primary sends it.
+		d.file = ev.Pos.File
+		if err := d.send(artificialRotate(d.h.s.cfg.ServerID, d.file, 4, d.crc)); err != nil {
+			return err
+		}
+	}
+	d.pos = ev.Pos.Pos
+	raw := ev.Data
+	switch ev.Type {
+	case replication.FORMAT_DESCRIPTION_EVENT:
+		d.fileCRC = relay.FDEChecksum(raw)
+		raw = servedFDE(raw, false, d.fileCRC)
+	case replication.MARIADB_ANNOTATE_ROWS_EVENT:
+		if !d.annotate {
+			return nil // the replica did not ask for them; it tolerates the gap in positions
+		}
+	}
+	return d.send(d.strip(raw))
+}
+
+// strip removes an event's checksum for a replica that takes none.
+func (d *dumper) strip(raw []byte) []byte {
+	if d.crc || !d.fileCRC || len(raw) < headerSize+4 {
+		return raw
+	}
+	out := append([]byte(nil), raw[:len(raw)-4]...)
+	binary.LittleEndian.PutUint32(out[9:], uint32(len(out)))
+	if replication.EventType(out[4]) == replication.FORMAT_DESCRIPTION_EVENT {
+		// The FDE tells the reader whether events carry checksums: now
+		// they do not (its algorithm byte ends the body).
+		out[len(out)-1] = byte(replication.BINLOG_CHECKSUM_ALG_OFF)
+	}
+	return out
+}
+
+// send writes one event packet: 0x00 then the event. go-mysql's
+// WritePacket splits payloads of 16 MiB and more.
+func (d *dumper) send(ev []byte) error {
+	buf := make([]byte, 5+len(ev))
+	copy(buf[5:], ev)
+	return d.h.conn.WritePacket(buf)
+}
+
+// fail ends a dump in progress with an ERR packet the replica can read,
+// and closes the connection.
+func (d *dumper) fail(err error) {
+	var me *mysql.MyError
+	if errors.As(err, &me) {
+		msg := []byte{0, 0, 0, 0, 0xff}
+		msg = binary.LittleEndian.AppendUint16(msg, me.Code)
+		msg = append(msg, '#')
+		msg = append(msg, "HY000"...)
+		msg = append(msg, me.Message...)
+		_ = d.h.conn.WritePacket(msg)
+	}
+	d.h.conn.Close()
+}

@@ -1,0 +1,68 @@
+package serve
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+)
+
+const (
+	headerSize = replication.EventHeaderSize
+	// LOG_EVENT_BINLOG_IN_USE_F: the file was open when the FDE was read.
+	flagInUse = 0x0001
+)
+
+// buildEvent encodes one event: the 19-byte header (timestamp, type,
+// server id, size, log_pos, flags), the body and, when crc, its CRC32.
+func buildEvent(typ replication.EventType, serverID, ts, logPos uint32, flags uint16, body []byte, crc bool) []byte {
+	size := headerSize + len(body)
+	if crc {
+		size += 4
+	}
+	raw := make([]byte, headerSize, size)
+	binary.LittleEndian.PutUint32(raw[0:], ts)
+	raw[4] = byte(typ)
+	binary.LittleEndian.PutUint32(raw[5:], serverID)
+	binary.LittleEndian.PutUint32(raw[9:], uint32(size))
+	binary.LittleEndian.PutUint32(raw[13:], logPos)
+	binary.LittleEndian.PutUint16(raw[17:], flags)
+	raw = append(raw, body...)
+	if crc {
+		raw = binary.LittleEndian.AppendUint32(raw, crc32.ChecksumIEEE(raw))
+	}
+	return raw
+}
+
+// artificialRotate is the Rotate a primary sends before each file of a
+// dump: timestamp 0, log_pos 0, the artificial flag, and the position and
+// name the replica continues from (sql_repl.cc fake_rotate_event).
+func artificialRotate(serverID uint32, name string, pos uint64, crc bool) []byte {
+	body := binary.LittleEndian.AppendUint64(nil, pos)
+	body = append(body, name...)
+	return buildEvent(replication.ROTATE_EVENT, serverID, 0, 0, replication.LOG_EVENT_ARTIFICIAL_F, body, crc)
+}
+
+// heartbeat is a HEARTBEAT_LOG_EVENT: the replica checks that its file
+// name and log_pos (the position after the last event sent) are its own.
+func heartbeat(serverID uint32, name string, pos uint32, crc bool) []byte {
+	return buildEvent(replication.HEARTBEAT_EVENT, serverID, 0, pos, replication.LOG_EVENT_ARTIFICIAL_F, []byte(name), crc)
+}
+
+// servedFDE is a file's format description event as a primary sends it:
+// the in-use flag cleared (the file is being read, not written), and, for
+// a dump that starts past the FDE, log_pos 0 so that the replica does not
+// move its position to the FDE's (MariaDB 10.11 sends exactly that; the
+// creation time stays). raw is not changed.
+func servedFDE(raw []byte, midFile, crc bool) []byte {
+	ev := append([]byte(nil), raw...)
+	flags := binary.LittleEndian.Uint16(ev[17:])
+	binary.LittleEndian.PutUint16(ev[17:], flags&^flagInUse)
+	if midFile {
+		binary.LittleEndian.PutUint32(ev[13:], 0)
+	}
+	if crc && len(ev) >= headerSize+4 {
+		binary.LittleEndian.PutUint32(ev[len(ev)-4:], crc32.ChecksumIEEE(ev[:len(ev)-4]))
+	}
+	return ev
+}

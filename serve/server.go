@@ -1,0 +1,142 @@
+// Package serve is sluice's binlog service: it serves the relay log over
+// the MySQL replication protocol, as a MariaDB primary serves its binlog,
+// to stock replicas, mariadb-binlog and CDC tools. It is built on
+// go-mysql's server package for the handshake, authentication and result
+// sets; the dump itself (COM_BINLOG_DUMP with its flags, the artificial
+// Rotate, the served FDE, heartbeats, ERR 1236) is written here, because
+// go-mysql's replication handler drops the flags and cannot end a dump
+// with an error the replica can read.
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/server"
+
+	"github.com/sluice-db/sluice/relay"
+)
+
+// Version is the version string the service advertises. A MariaDB
+// replica turns GTID off against a server whose major version is below 10
+// (slave.cc get_master_version_and_clock), and go-mysql's default is
+// MySQL's "8.0.11"; the 5.5.5- prefix is MariaDB's own replication prefix.
+const Version = "5.5.5-10.11.0-MariaDB-sluice"
+
+// User is one account of the service.
+type User struct {
+	Name     string
+	Password string
+}
+
+// Config is the service's part of a task file (serve:).
+type Config struct {
+	// ServerID is the service's own server id: a replica with the same
+	// one is refused, as a primary refuses it.
+	ServerID uint32
+	Users    []User
+}
+
+// Server serves one relay log.
+type Server struct {
+	cfg  Config
+	log  *relay.Log
+	auth *server.InMemoryAuthenticationHandler
+	srv  *server.Server
+	slog *slog.Logger
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New checks cfg and builds a server for l. Every connection must
+// authenticate as one of cfg.Users: there is no anonymous access.
+func New(cfg Config, l *relay.Log, log *slog.Logger) (*Server, error) {
+	if cfg.ServerID == 0 {
+		return nil, errors.New("serve: server-id must be set (and differ from every replica's)")
+	}
+	if len(cfg.Users) == 0 {
+		return nil, errors.New("serve: give at least one user with a password under serve.users")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	auth := server.NewInMemoryAuthenticationHandler(mysql.AUTH_NATIVE_PASSWORD)
+	for _, u := range cfg.Users {
+		if u.Name == "" || u.Password == "" {
+			return nil, fmt.Errorf("serve: user %q needs a name and a password", u.Name)
+		}
+		if err := auth.AddUser(u.Name, u.Password); err != nil {
+			return nil, fmt.Errorf("serve: user %q: %w", u.Name, err)
+		}
+	}
+	return &Server{cfg: cfg, log: l, auth: auth, slog: log, conns: map[net.Conn]struct{}{},
+		srv: server.NewServer(Version, mysql.DEFAULT_COLLATION_ID, mysql.AUTH_NATIVE_PASSWORD, nil, nil)}, nil
+}
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+			s.serveConn(c)
+		}()
+	}
+}
+
+// Close ends every session and waits for them.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	sess := newSession(s)
+	conn, err := s.srv.NewCustomizedConn(c, s.auth, sess)
+	if err != nil {
+		s.slog.Info("serve: handshake", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	sess.conn = conn
+	for !conn.Closed() {
+		if err := conn.HandleCommand(); err != nil {
+			return
+		}
+	}
+}

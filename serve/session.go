@@ -1,0 +1,283 @@
+package serve
+
+import (
+	"encoding/binary"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/server"
+)
+
+// session is one client connection: the variables it set and its
+// replica registration.
+type session struct {
+	s    *Server
+	conn *server.Conn
+	vars map[string]string // session user variables (@name), lower case
+	// replicaID is the server id the replica registered (COM_REGISTER_SLAVE).
+	replicaID uint32
+}
+
+func newSession(s *Server) *session { return &session{s: s, vars: map[string]string{}} }
+
+// UseDB accepts any database: the service has none, and replicas only
+// name one by accident (a default database in their connection).
+func (h *session) UseDB(string) error { return nil }
+
+var (
+	setAssign = regexp.MustCompile(`(?is)^\s*(@@session\.|@@global\.|@@local\.|@@|@)?([a-z_][a-z0-9_]*)\s*(=|:=)\s*(.*?)\s*$`)
+	showVarRe = regexp.MustCompile(`(?is)^\s*show\s+(global\s+|session\s+)?variables\s+like\s+'([^']*)'\s*$`)
+	selectRe  = regexp.MustCompile(`(?is)^\s*select\s+(.*?)\s*(limit\s+\d+\s*)?$`)
+)
+
+// HandleQuery answers what replicas and CDC clients ask at connect
+// (slave.cc, go-mysql, Canal, Debezium, mariadb-binlog). Anything else is
+// refused with a one-line error: the service has no tables.
+func (h *session) HandleQuery(q string) (*mysql.Result, error) {
+	q = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(q), ";"))
+	lq := strings.ToLower(q)
+	switch {
+	case strings.HasPrefix(lq, "set "):
+		return nil, h.set(q[4:])
+	case showVarRe.MatchString(q):
+		m := showVarRe.FindStringSubmatch(q)
+		return h.showVariables(m[2])
+	case lq == "show master status", lq == "show binlog status", lq == "show binary log status":
+		end := h.s.log.End()
+		return resultset([]string{"File", "Position", "Binlog_Do_DB", "Binlog_Ignore_DB"},
+			[][]any{{end.File, uint64(end.Pos), "", ""}})
+	case lq == "show binary logs", lq == "show master logs":
+		var rows [][]any
+		for _, f := range h.s.log.Files() {
+			rows = append(rows, []any{f, uint64(0)})
+		}
+		return resultset([]string{"Log_name", "File_size"}, rows)
+	case selectRe.MatchString(q):
+		return h.selectExprs(selectRe.FindStringSubmatch(q)[1])
+	}
+	return nil, mysql.NewError(mysql.ER_NOT_SUPPORTED_YET, fmt.Sprintf("sluice serve answers replication queries only, not %q (fix: send it to the source server)", oneLine(q, 80)))
+}
+
+// set handles SET a=b[, c=d]: session variables are kept; anything else
+// is accepted and ignored, as MaxScale's binlog router does.
+func (h *session) set(expr string) error {
+	for _, part := range splitTop(expr) {
+		m := setAssign.FindStringSubmatch(part)
+		if m == nil {
+			continue // SET NAMES ..., SET autocommit=1 and the like
+		}
+		name, val := strings.ToLower(m[2]), h.eval(m[4])
+		if m[1] == "@" {
+			h.vars[name] = val
+		}
+	}
+	return nil
+}
+
+// splitTop splits on commas outside quotes.
+func splitTop(s string) []string {
+	var out []string
+	depth, quote, start := 0, byte(0), 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == ',' && depth == 0:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}
+
+// eval gives the value of a SET's right-hand side or a SELECT expression.
+func (h *session) eval(e string) string {
+	e = strings.TrimSpace(e)
+	le := strings.ToLower(e)
+	switch {
+	case len(e) >= 2 && (e[0] == '\'' || e[0] == '"') && e[len(e)-1] == e[0]:
+		return e[1 : len(e)-1]
+	case strings.HasPrefix(le, "@@"):
+		v, _ := h.variable(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(le[2:], "global."), "session."), "local."))
+		return v
+	case strings.HasPrefix(le, "@"):
+		return h.vars[le[1:]]
+	case le == "unix_timestamp()":
+		return strconv.FormatInt(time.Now().Unix(), 10)
+	case le == "version()":
+		return Version
+	case le == "uuid()":
+		return "sluice-serve"
+	}
+	return e
+}
+
+// variable is the service's value of a server variable.
+func (h *session) variable(name string) (string, bool) {
+	switch strings.ToLower(name) {
+	case "server_id":
+		return strconv.FormatUint(uint64(h.s.cfg.ServerID), 10), true
+	case "binlog_checksum":
+		return "CRC32", true
+	case "binlog_format":
+		return "ROW", true
+	case "binlog_row_image":
+		return "FULL", true
+	case "version":
+		return Version, true
+	case "version_comment":
+		return "sluice binlog service", true
+	case "gtid_domain_id":
+		return "0", true
+	case "gtid_strict_mode":
+		return "0", true
+	case "gtid_binlog_pos", "gtid_current_pos":
+		return h.s.log.End().GTIDSet, true
+	case "log_bin":
+		return "ON", true
+	case "rpl_semi_sync_master_enabled", "rpl_semi_sync_source_enabled":
+		return "OFF", true
+	case "max_allowed_packet":
+		return "1073741824", true
+	case "lower_case_table_names":
+		return "0", true
+	case "character_set_server", "character_set_database":
+		return "utf8mb4", true
+	case "collation_server":
+		return "utf8mb4_general_ci", true
+	case "time_zone", "system_time_zone":
+		return "UTC", true
+	}
+	return "", false
+}
+
+func (h *session) showVariables(like string) (*mysql.Result, error) {
+	var rows [][]any
+	pat := strings.ToLower(like)
+	for _, name := range []string{"server_id", "binlog_checksum", "binlog_format", "binlog_row_image", "version",
+		"version_comment", "gtid_domain_id", "gtid_strict_mode", "gtid_binlog_pos", "gtid_current_pos", "log_bin",
+		"rpl_semi_sync_master_enabled", "rpl_semi_sync_source_enabled", "max_allowed_packet", "lower_case_table_names",
+		"character_set_server", "collation_server", "time_zone", "system_time_zone"} {
+		if likeMatch(pat, name) {
+			v, _ := h.variable(name)
+			rows = append(rows, []any{name, v})
+		}
+	}
+	return resultset([]string{"Variable_name", "Value"}, rows)
+}
+
+// likeMatch is SQL LIKE with % and _, case-insensitive.
+func likeMatch(pat, s string) bool {
+	re := "^" + strings.NewReplacer("%", ".*", "_", ".").Replace(regexp.QuoteMeta(pat)) + "$"
+	re = strings.ReplaceAll(re, `\.\*`, ".*")
+	ok, _ := regexp.MatchString("(?i)"+re, s)
+	return ok
+}
+
+func (h *session) selectExprs(list string) (*mysql.Result, error) {
+	var names []string
+	var row []any
+	for _, e := range splitTop(list) {
+		e = strings.TrimSpace(e)
+		name := e
+		if i := strings.LastIndex(strings.ToLower(e), " as "); i > 0 {
+			name, e = strings.Trim(strings.TrimSpace(e[i+4:]), "`'\""), strings.TrimSpace(e[:i])
+		}
+		names = append(names, name)
+		le := strings.ToLower(e)
+		if strings.HasPrefix(le, "@@") {
+			v, ok := h.variable(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(le[2:], "global."), "session."), "local."))
+			if !ok {
+				return nil, mysql.NewError(mysql.ER_UNKNOWN_SYSTEM_VARIABLE, fmt.Sprintf("Unknown system variable '%s' (sluice serve knows the variables replicas ask for)", e[2:]))
+			}
+			row = append(row, v)
+			continue
+		}
+		switch le {
+		case "unix_timestamp()", "version()", "uuid()":
+		default:
+			if strings.Contains(le, "(") {
+				// binlog_gtid_pos() and the like: a replica tolerates the
+				// error, and guessing a value could mislead it.
+				return nil, mysql.NewError(mysql.ER_SP_DOES_NOT_EXIST, fmt.Sprintf("FUNCTION %s does not exist in sluice serve", strings.SplitN(e, "(", 2)[0]))
+			}
+		}
+		row = append(row, h.eval(e))
+	}
+	return resultset(names, [][]any{row})
+}
+
+func resultset(names []string, rows [][]any) (*mysql.Result, error) {
+	if len(rows) == 0 {
+		rs := &mysql.Resultset{Fields: make([]*mysql.Field, len(names)), FieldNames: map[string]int{}}
+		for i, n := range names {
+			rs.Fields[i] = &mysql.Field{Name: []byte(n), Type: mysql.MYSQL_TYPE_VAR_STRING, Charset: 33}
+			rs.FieldNames[n] = i
+		}
+		return mysql.NewResult(rs), nil
+	}
+	rs, err := mysql.BuildSimpleTextResultset(names, rows)
+	if err != nil {
+		return nil, err
+	}
+	return mysql.NewResult(rs), nil
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
+
+// HandleFieldList: no tables.
+func (h *session) HandleFieldList(table, _ string) ([]*mysql.Field, error) {
+	return nil, mysql.NewError(mysql.ER_NO_SUCH_TABLE, "sluice serve has no tables")
+}
+
+// HandleStmtPrepare: no prepared statements.
+func (h *session) HandleStmtPrepare(string) (int, int, any, error) {
+	return 0, 0, nil, mysql.NewError(mysql.ER_NOT_SUPPORTED_YET, "sluice serve does not prepare statements")
+}
+
+// HandleStmtExecute: no prepared statements.
+func (h *session) HandleStmtExecute(any, string, []any) (*mysql.Result, error) {
+	return nil, mysql.NewError(mysql.ER_NOT_SUPPORTED_YET, "sluice serve does not prepare statements")
+}
+
+// HandleStmtClose: no prepared statements.
+func (h *session) HandleStmtClose(any) error { return nil }
+
+// HandleOtherCommand takes the replication commands.
+func (h *session) HandleOtherCommand(cmd byte, data []byte) error {
+	switch cmd {
+	case mysql.COM_REGISTER_SLAVE:
+		if len(data) < 4 {
+			return mysql.NewError(mysql.ER_MALFORMED_PACKET, "COM_REGISTER_SLAVE too short")
+		}
+		id := binary.LittleEndian.Uint32(data)
+		if id == h.s.cfg.ServerID {
+			return mysql.NewError(mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG,
+				fmt.Sprintf("the replica's server_id %d is the binlog service's own (fix: give the replica or serve.server-id another server_id)", id))
+		}
+		h.replicaID = id
+		return nil
+	case mysql.COM_BINLOG_DUMP:
+		return h.dump(data)
+	}
+	return mysql.NewError(mysql.ER_UNKNOWN_COM_ERROR, fmt.Sprintf("command %d is not supported by sluice serve", cmd))
+}
