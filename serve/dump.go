@@ -5,9 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -15,7 +12,6 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-db/sluice"
-	"github.com/sluice-db/sluice/relay"
 )
 
 // COM_BINLOG_DUMP flags.
@@ -58,7 +54,7 @@ func (h *session) dump(data []byte) error {
 		return errDump("could not find %s:%d in the relay log, which holds %s to %s (fix: start the replica at a position the relay holds; SHOW BINARY LOGS lists them)",
 			name, pos, files[0], files[len(files)-1])
 	}
-	r, err := h.s.log.NewReader(sluice.Position{File: name, Pos: pos}, nil)
+	r, err := h.s.log.Open(sluice.Position{File: name, Pos: pos})
 	if err != nil {
 		return errDump("%v (fix: start the replica at an event boundary the relay holds)", err)
 	}
@@ -69,10 +65,11 @@ func (h *session) dump(data []byte) error {
 	// without (sql_repl.cc is_slave_checksum_aware).
 	_, aware := h.vars["master_binlog_checksum"]
 	crc := aware
-	fde, fileCRC, err := readFDE(filepath.Join(h.s.log.Dir(), name))
+	fde, err := h.s.log.FDE(name)
 	if err != nil {
 		return errDump("%v", err)
 	}
+	fileCRC := fdeChecksum(fde)
 	if !fileCRC {
 		crc = false
 	}
@@ -103,7 +100,7 @@ func (h *session) dump(data []byte) error {
 		if period > 0 {
 			ctx, cancel = context.WithTimeout(ctx, period)
 		}
-		ev, err := r.NextRaw(ctx)
+		ev, err := r.Next(ctx)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) {
 			if err := d.send(heartbeat(h.s.cfg.ServerID, d.file, d.pos, crc)); err != nil {
@@ -121,28 +118,6 @@ func (h *session) dump(data []byte) error {
 	}
 }
 
-// readFDE reads a file's format description event (the first event).
-func readFDE(path string) ([]byte, bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, false, err
-	}
-	defer f.Close()
-	head := make([]byte, 4+headerSize)
-	if _, err := io.ReadFull(f, head); err != nil {
-		return nil, false, fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	size := binary.LittleEndian.Uint32(head[4+9:])
-	if head[4+4] != byte(replication.FORMAT_DESCRIPTION_EVENT) || size < headerSize || size > 1<<20 {
-		return nil, false, fmt.Errorf("%s does not start with a format description event", filepath.Base(path))
-	}
-	raw := make([]byte, size)
-	if _, err := f.ReadAt(raw, 4); err != nil {
-		return nil, false, fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	return raw, relay.FDEChecksum(raw), nil
-}
-
 // dumper sends one dump's events.
 type dumper struct {
 	h        *session
@@ -153,7 +128,7 @@ type dumper struct {
 	pos      uint32 // the position after the last event sent
 }
 
-func (d *dumper) event(ev relay.RawEvent) error {
+func (d *dumper) event(ev Event) error {
 	if ev.Pos.File != d.file {
 		// A new file: the artificial Rotate first, as a primary sends it.
 		d.file = ev.Pos.File
@@ -165,7 +140,7 @@ func (d *dumper) event(ev relay.RawEvent) error {
 	raw := ev.Data
 	switch ev.Type {
 	case replication.FORMAT_DESCRIPTION_EVENT:
-		d.fileCRC = relay.FDEChecksum(raw)
+		d.fileCRC = fdeChecksum(raw)
 		raw = servedFDE(raw, false, d.fileCRC)
 	case replication.MARIADB_ANNOTATE_ROWS_EVENT:
 		if !d.annotate {

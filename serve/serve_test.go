@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-db/sluice/binlog"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/relay"
+	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/sandbox"
 	"github.com/sluice-db/sluice/serve"
 )
@@ -84,7 +85,7 @@ func startRelay(tb testing.TB, inst *sandbox.Instance, dir string, start sluice.
 func startServe(tb testing.TB, l *relay.Log) (addr, password string) {
 	tb.Helper()
 	password = "pw-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	s, err := serve.New(serve.Config{ServerID: 999, Users: []serve.User{{Name: "repl", Password: password}}}, l, nil)
+	s, err := serve.New(serve.Config{ServerID: 999, Users: []serve.User{{Name: "repl", Password: password}}}, replicate.ServeLog(l), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -17,8 +17,6 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/server"
-
-	"github.com/sluice-db/sluice/relay"
 )
 
 // Version is the version string the service advertises. A MariaDB
@@ -44,7 +42,7 @@ type Config struct {
 // Server serves one relay log.
 type Server struct {
 	cfg  Config
-	log  *relay.Log
+	log  Binlog
 	auth *server.InMemoryAuthenticationHandler
 	srv  *server.Server
 	slog *slog.Logger
@@ -57,7 +55,7 @@ type Server struct {
 
 // New checks cfg and builds a server for l. Every connection must
 // authenticate as one of cfg.Users: there is no anonymous access.
-func New(cfg Config, l *relay.Log, log *slog.Logger) (*Server, error) {
+func New(cfg Config, l Binlog, log *slog.Logger) (*Server, error) {
 	if cfg.ServerID == 0 {
 		return nil, errors.New("serve: server-id must be set (and differ from every replica's)")
 	}
