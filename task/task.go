@@ -37,6 +37,9 @@ type Config struct {
 	// Incremental holds the replication settings (issue: incremental replication).
 	Incremental Incremental `yaml:"incremental"`
 
+	// Serve configures the binlog service (sluice serve).
+	Serve Serve `yaml:"serve"`
+
 	// path is where the file was read from, for relative paths.
 	path string
 	// present are the top-level keys the file sets (Require).
@@ -72,6 +75,23 @@ type Incremental struct {
 	OnMissingRow string `yaml:"on-missing-row"`
 }
 
+// Serve configures sluice serve, which serves the relay log over the
+// MySQL replication protocol.
+type Serve struct {
+	// Listen is the address, loopback by default.
+	Listen string `yaml:"listen"`
+	// ServerID is the service's server id; replicas must use others.
+	ServerID uint32 `yaml:"server-id"`
+	// Users may connect; each needs a password (${VAR} works).
+	Users []ServeUser `yaml:"users"`
+}
+
+// ServeUser is one account of the binlog service.
+type ServeUser struct {
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+}
+
 // Tables selects tables by "schema.table" glob patterns (* and ?).
 type Tables struct {
 	Include []string `yaml:"include"`
@@ -98,6 +118,7 @@ func Default() *Config {
 		PoolSize:     8,
 		RowsPerChunk: 50000,
 		Incremental:  Incremental{WorkerCount: 16, Batch: 100, RelaySync: "interval", RelayRetain: "24h", MetricsAddr: "127.0.0.1:0"},
+		Serve:        Serve{Listen: "127.0.0.1:3310"},
 	}
 }
 
@@ -158,6 +179,25 @@ func Parse(b []byte) (*Config, error) {
 			return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s.password: ${%s} is not set in the environment", sluice.ErrConfig, role, unset),
 				Hint: "export " + unset + " before running sluice (an empty value must be set explicitly: export " + unset + "=)"}
 		}
+	}
+	for i := range c.Serve.Users {
+		u := &c.Serve.Users[i]
+		var unset string
+		u.Password = envRef.ReplaceAllStringFunc(u.Password, func(m string) string {
+			v, ok := os.LookupEnv(envRef.FindStringSubmatch(m)[1])
+			if !ok && unset == "" {
+				unset = envRef.FindStringSubmatch(m)[1]
+			}
+			return v
+		})
+		if unset != "" {
+			return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: serve.users[%d].password: ${%s} is not set in the environment", sluice.ErrConfig, i, unset),
+				Hint: "export " + unset + " before running sluice"}
+		}
+	}
+	if c.present["serve"] && !c.present["target"] && !c.present["tables"] {
+		// A pure binlog server serves the whole binlog.
+		c.Tables.Include = []string{"*.*"}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -251,6 +291,22 @@ func (c *Config) Validate() error {
 	case "", "stop", "skip":
 	default:
 		return bad("incremental.on-missing-row", "must be stop or skip")
+	}
+	if c.present["serve"] {
+		if c.Serve.Listen == "" {
+			return bad("serve.listen", "is empty (e.g. 127.0.0.1:3310)")
+		}
+		if c.Serve.ServerID == 0 {
+			return bad("serve.server-id", "is missing (a server id no replica and no source uses)")
+		}
+		if len(c.Serve.Users) == 0 {
+			return bad("serve.users", "is empty: give at least one {user, password}; there is no anonymous access")
+		}
+		for i, u := range c.Serve.Users {
+			if u.User == "" || u.Password == "" {
+				return bad(fmt.Sprintf("serve.users[%d]", i), "needs a user and a password")
+			}
+		}
 	}
 	return nil
 }

@@ -1,0 +1,108 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/binlog"
+	"github.com/sluice-db/sluice/relay"
+	"github.com/sluice-db/sluice/serve"
+	"github.com/sluice-db/sluice/task"
+)
+
+// RunServe runs a pure binlog server (a task file with serve: and no
+// target:): the source's binlog is copied into the relay log, as for
+// replication, and the relay is served over the MySQL replication
+// protocol until ctx ends. A restart continues the relay where its
+// complete data ends. ready, when set, receives the listener's address.
+func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(addr string)) error {
+	rc, err := FromTask(t)
+	if err != nil {
+		return err
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(out, "serve %s: %s\n", rc.Name, fmt.Sprintf(format, a...)) }
+	bcfg := rc.Binlog
+	bcfg.Source, bcfg.Notify = rc.Source, logf
+	info, err := binlog.Check(ctx, bcfg)
+	if err != nil {
+		return err
+	}
+	bcfg.Flavor, bcfg.ServerTLS = info.Flavor, info.TLS
+	rc.Relay.Flavor = info.Flavor
+	rlog, err := relay.Open(rc.Relay)
+	if err != nil {
+		return err
+	}
+	defer rlog.Close()
+	pos := rlog.End()
+	if pos.File == "" {
+		if pos, err = serveStart(ctx, rc, info, bcfg); err != nil {
+			return err
+		}
+	}
+	users := make([]serve.User, len(t.Serve.Users))
+	for i, u := range t.Serve.Users {
+		users[i] = serve.User{Name: u.User, Password: u.Password}
+	}
+	srv, err := serve.New(serve.Config{ServerID: t.Serve.ServerID, Users: users}, ServeLog(rlog), slog.New(slog.NewTextHandler(out, nil)))
+	if err != nil {
+		return &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "fix serve: in the task file"}
+	}
+	ln, err := net.Listen("tcp", t.Serve.Listen)
+	if err != nil {
+		return &sluice.Error{Op: "serve: listen on " + t.Serve.Listen, Err: err, Hint: "pick a free address for serve.listen"}
+	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+		logf("serving on %s, which is not a loopback address: replicas authenticate with serve.users, but the traffic is not encrypted", ln.Addr())
+	}
+	logf("source %s (%s), relay in %s from %s; serving the binlog on %s", rc.Source, info.Flavor, rc.Relay.Dir, pos, ln.Addr())
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	tk := &Task{cfg: rc}
+	ferr := tk.fetch(rctx, rlog, bcfg, pos)
+	cancel()
+	ln.Close()
+	srv.Close()
+	if err := <-served; err != nil && ferr == nil && !errors.Is(err, net.ErrClosed) {
+		ferr = err
+	}
+	return ferr
+}
+
+// serveStart is where a new binlog server begins: the task's
+// incremental start, or the source's current position.
+func serveStart(ctx context.Context, rc Config, info *binlog.Info, bcfg binlog.Config) (sluice.Position, error) {
+	want := rc.Start
+	want.Flavor = info.Flavor
+	switch {
+	case want.File == "" && want.GTIDSet != "":
+		p, err := binlog.ResolveGTID(ctx, bcfg, want.GTIDSet)
+		if err != nil {
+			return want, err
+		}
+		want.File, want.Pos = p.File, p.Pos
+	case want.File != "" && want.GTIDSet == "" && info.Flavor == "mariadb":
+		g, err := gtidAt(ctx, rc.Source, want)
+		if err != nil {
+			return want, err
+		}
+		want.GTIDSet = g
+	case want.File == "":
+		return want, &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: no start position and an empty relay", sluice.ErrConfig),
+			Hint: "set incremental.binlog-file and binlog-pos (or incremental.gtid-set) in the task file: the service serves the binlog from there"}
+	}
+	if want.Pos < 4 {
+		want.Pos = 4
+	}
+	return want, binlog.CheckPosition(info, want, rc.Source)
+}
