@@ -134,3 +134,27 @@ func TestRequiredSections(t *testing.T) {
 		t.Errorf("a Config built in code: %v", err)
 	}
 }
+
+// TestServeSection: serve: needs a server id and users with passwords
+// (${VAR} works); without a target, tables: is optional.
+func TestServeSection(t *testing.T) {
+	t.Setenv("SERVE_PW_TEST", "pw1")
+	c, err := Parse([]byte("name: x\nsource: {host: h, port: 3306, user: u}\nserve: {server-id: 7, users: [{user: r, password: \"${SERVE_PW_TEST}\"}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Serve.Listen != "127.0.0.1:3310" || c.Serve.Users[0].Password != "pw1" || len(c.Tables.Include) != 1 || c.Tables.Include[0] != "*.*" {
+		t.Fatalf("%+v %+v", c.Serve, c.Tables)
+	}
+	for body, want := range map[string]string{
+		"serve: {users: [{user: r, password: p}]}":                                       "serve.server-id",
+		"serve: {server-id: 7}":                                                          "serve.users",
+		"serve: {server-id: 7, users: [{user: r}]}":                                      "needs a user and a password",
+		"serve: {server-id: 7, users: [{user: r, password: \"${SURELY_UNSET_SERVE}\"}]}": "SURELY_UNSET_SERVE",
+	} {
+		_, err := Parse([]byte("name: x\nsource: {host: h, port: 3306, user: u}\n" + body + "\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}
