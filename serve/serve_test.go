@@ -220,6 +220,7 @@ func TestStockReplicaReplicatesThroughServe(t *testing.T) {
 	db := sandboxtest.MustOpen(t, inst, "")
 	start := masterStatus(t, db)
 	l, wait := startRelay(t, inst, filepath.Join(t.TempDir(), "relay"), start)
+	wait(start) // the relay holds the start before the replica asks for it
 	addr, pw := startServe(t, l)
 	_, port, _ := net.SplitHostPort(addr)
 
