@@ -49,6 +49,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+	byID   map[uint32]net.Conn // connection id -> its connection, for KILL
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -74,7 +75,7 @@ func New(cfg Config, l Binlog, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("serve: user %q: %w", u.Name, err)
 		}
 	}
-	return &Server{cfg: cfg, log: l, auth: auth, slog: log, conns: map[net.Conn]struct{}{},
+	return &Server{cfg: cfg, log: l, auth: auth, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{},
 		srv: server.NewServer(Version, mysql.DEFAULT_COLLATION_ID, mysql.AUTH_NATIVE_PASSWORD, nil, nil)}, nil
 }
 
@@ -124,6 +125,17 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
+// kill closes the connection with that id (a dump in progress ends).
+func (s *Server) kill(id uint32) bool {
+	s.mu.Lock()
+	c, ok := s.byID[id]
+	s.mu.Unlock()
+	if ok {
+		c.Close()
+	}
+	return ok
+}
+
 func (s *Server) serveConn(c net.Conn) {
 	sess := newSession(s)
 	conn, err := s.srv.NewCustomizedConn(c, s.auth, sess)
@@ -132,6 +144,15 @@ func (s *Server) serveConn(c net.Conn) {
 		return
 	}
 	sess.conn = conn
+	id := conn.ConnectionID()
+	s.mu.Lock()
+	s.byID[id] = c
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.byID, id)
+		s.mu.Unlock()
+	}()
 	for !conn.Closed() {
 		if err := conn.HandleCommand(); err != nil {
 			return

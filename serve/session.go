@@ -32,6 +32,7 @@ var (
 	setAssign = regexp.MustCompile(`(?is)^\s*(@@session\.|@@global\.|@@local\.|@@|@)?([a-z_][a-z0-9_]*)\s*(=|:=)\s*(.*?)\s*$`)
 	showVarRe = regexp.MustCompile(`(?is)^\s*show\s+(global\s+|session\s+)?variables\s+like\s+'([^']*)'\s*$`)
 	selectRe  = regexp.MustCompile(`(?is)^\s*select\s+(.*?)\s*(limit\s+\d+\s*)?$`)
+	killRe    = regexp.MustCompile(`(?is)^\s*kill\s+(?:connection\s+)?(\d+)\s*$`)
 )
 
 // HandleQuery answers what replicas and CDC clients ask at connect
@@ -43,6 +44,13 @@ func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 	switch {
 	case strings.HasPrefix(lq, "set "):
 		return nil, h.set(q[4:])
+	case killRe.MatchString(q):
+		// go-mysql's syncer ends its dump with KILL <its connection id>.
+		id, _ := strconv.ParseUint(killRe.FindStringSubmatch(q)[1], 10, 32)
+		if !h.s.kill(uint32(id)) {
+			return nil, mysql.NewError(mysql.ER_NO_SUCH_THREAD, fmt.Sprintf("Unknown thread id: %d", id))
+		}
+		return nil, nil
 	case showVarRe.MatchString(q):
 		m := showVarRe.FindStringSubmatch(q)
 		return h.showVariables(m[2])

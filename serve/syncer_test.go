@@ -1,0 +1,79 @@
+package serve_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+)
+
+// TestGoMySQLSyncerFollowsTheService: go-mysql's BinlogSyncer, a blocking
+// dump as CDC tools make it, gets through the service the same events at
+// the same positions as from the source, and, once it has caught up,
+// heartbeats that carry the current file and position.
+func TestGoMySQLSyncerFollowsTheService(t *testing.T) {
+	inst := sandboxtest.Start(t, "src")
+	db := sandboxtest.MustOpen(t, inst, "")
+	start := masterStatus(t, db)
+	sandboxtest.MustExec(t, db,
+		"CREATE DATABASE d",
+		"CREATE TABLE d.t (id int primary key, v varchar(20))",
+		"INSERT INTO d.t VALUES (1,'a'),(2,'b')",
+		"FLUSH BINARY LOGS",
+		"UPDATE d.t SET v='c'",
+	)
+	end := masterStatus(t, db)
+	l, wait := startRelay(t, inst, filepath.Join(t.TempDir(), "relay"), start)
+	wait(end)
+	addr, pw := startServe(t, l)
+
+	read := func(hostport, user, password string, heartbeat time.Duration) (evs []string, hb *replication.BinlogEvent) {
+		t.Helper()
+		host, port, _ := net.SplitHostPort(hostport)
+		p, _ := strconv.Atoi(port)
+		s := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{ServerID: 7001, Flavor: "mariadb", Host: host,
+			Port: uint16(p), User: user, Password: password, HeartbeatPeriod: heartbeat})
+		defer s.Close()
+		st, err := s.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
+		if err != nil {
+			t.Fatalf("%s: %v", hostport, err)
+		}
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ev, err := st.GetEvent(ctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: after %d events %v: %v (end %s)", hostport, len(evs), evs, err, end)
+			}
+			h := ev.Header
+			if h.EventType == replication.HEARTBEAT_EVENT {
+				return evs, ev
+			}
+			evs = append(evs, h.EventType.String()+"@"+strconv.FormatUint(uint64(h.LogPos), 10))
+			if h.EventType == replication.XID_EVENT && h.LogPos == end.Pos && heartbeat == 0 {
+				return evs, nil
+			}
+		}
+	}
+	direct, _ := read("127.0.0.1:"+strconv.Itoa(inst.Port), "root", "", 0)
+	served, hb := read(addr, "repl", pw, 500*time.Millisecond)
+	if len(served) != len(direct) {
+		t.Fatalf("%d events through the service, %d from the source:\nserved %v\nsource %v", len(served), len(direct), served, direct)
+	}
+	for i := range direct {
+		if served[i] != direct[i] {
+			t.Fatalf("event %d: served %s, source %s", i, served[i], direct[i])
+		}
+	}
+	he, ok := hb.Event.(*replication.HeartbeatEvent)
+	if !ok || hb.Header.LogPos != end.Pos || he.Filename != end.File {
+		t.Fatalf("heartbeat %#v at log_pos %d, want %s", hb.Event, hb.Header.LogPos, end)
+	}
+}
