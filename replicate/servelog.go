@@ -58,7 +58,7 @@ type servedReader struct{ r *relay.Reader }
 
 func (s servedReader) Next(ctx context.Context) (serve.Event, error) {
 	ev, err := s.r.NextRaw(ctx)
-	return serve.Event{Data: ev.Data, Type: ev.Type, Pos: ev.Pos}, err
+	return serve.Event{Data: ev.Data, Type: ev.Type, Pos: ev.Pos, Boundary: ev.Boundary}, err
 }
 
 func (s servedReader) Position() sluice.Position { return s.r.Position() }

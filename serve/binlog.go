@@ -41,6 +41,8 @@ type Event struct {
 	Data []byte
 	Type replication.EventType
 	Pos  sluice.Position
+	// Boundary: the event ends a transaction (or stands alone).
+	Boundary bool
 }
 
 // fdeChecksum reports whether the events after this format description

@@ -37,12 +37,19 @@ func (h *session) dump(data []byte) error {
 	if replicaID != 0 && replicaID == h.s.cfg.ServerID {
 		return errDump("the replica's server_id %d is the binlog service's own (fix: give the replica or serve.server-id another server_id)", replicaID)
 	}
-	if st := h.vars["slave_connect_state"]; st != "" {
-		return errDump("a GTID start (MASTER_USE_GTID) is not served yet (fix: CHANGE MASTER TO MASTER_USE_GTID=no, MASTER_LOG_FILE=..., MASTER_LOG_POS=...)")
-	}
 	files := h.s.log.Files()
 	if len(files) == 0 {
 		return errDump("the relay log is empty (fix: wait until sluice has fetched events from the source)")
+	}
+	// A MariaDB replica in GTID mode sets @slave_connect_state (empty
+	// when it has no GTIDs yet) and the file and position mean nothing.
+	var want gtidState
+	if st, ok := h.vars["slave_connect_state"]; ok {
+		var err error
+		if want, err = parseState(st); err != nil {
+			return mysql.NewError(1948, fmt.Sprintf("Could not parse GTID list %q: %v (fix: SET GLOBAL gtid_slave_pos to a valid position on the replica)", st, err))
+		}
+		name, pos = files[0], 4
 	}
 	if name == "" {
 		name, pos = files[0], 4
@@ -50,11 +57,14 @@ func (h *session) dump(data []byte) error {
 	if pos < 4 {
 		pos = 4
 	}
-	if !h.s.log.Has(sluice.Position{File: name, Pos: pos}) {
+	at := sluice.Position{File: name, Pos: pos}
+	if want != nil {
+		at = sluice.Position{} // the first file from its start, the relay's head included
+	} else if !h.s.log.Has(at) {
 		return errDump("could not find %s:%d in the relay log, which holds %s to %s (fix: start the replica at a position the relay holds; SHOW BINARY LOGS lists them)",
 			name, pos, files[0], files[len(files)-1])
 	}
-	r, err := h.s.log.Open(sluice.Position{File: name, Pos: pos})
+	r, err := h.s.log.Open(at)
 	if err != nil {
 		return errDump("%v (fix: start the replica at an event boundary the relay holds)", err)
 	}
@@ -73,7 +83,7 @@ func (h *session) dump(data []byte) error {
 	if !fileCRC {
 		crc = false
 	}
-	d := &dumper{h: h, crc: crc, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0}
+	d := &dumper{h: h, crc: crc, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want}
 	if err := d.send(artificialRotate(h.s.cfg.ServerID, name, uint64(pos), crc)); err != nil {
 		return err
 	}
@@ -121,8 +131,11 @@ func (h *session) dump(data []byte) error {
 // dumper sends one dump's events.
 type dumper struct {
 	h        *session
-	crc      bool // the replica gets checksums
-	fileCRC  bool // the current file's events carry them
+	want     gtidState // GTID mode: what the replica has; nil by position
+	headSeen bool      // GTID mode: the first file's Gtid_list was checked
+	skipping bool      // inside a group the replica already has
+	crc      bool      // the replica gets checksums
+	fileCRC  bool      // the current file's events carry them
 	annotate bool
 	file     string
 	pos      uint32 // the position after the last event sent
@@ -138,6 +151,12 @@ func (d *dumper) event(ev Event) error {
 	}
 	d.pos = ev.Pos.Pos
 	raw := ev.Data
+	if d.want != nil {
+		send, err := d.gtidFilter(ev)
+		if err != nil || !send {
+			return err
+		}
+	}
 	switch ev.Type {
 	case replication.FORMAT_DESCRIPTION_EVENT:
 		d.fileCRC = fdeChecksum(raw)
@@ -186,4 +205,40 @@ func (d *dumper) fail(err error) {
 		_ = d.h.conn.WritePacket(msg)
 	}
 	d.h.conn.Close()
+}
+
+// gtidFilter decides, in GTID mode, whether an event goes to the replica:
+// whole groups whose GTID the replica has (sequence number at or below
+// its state for the group's domain) are skipped, as sql_repl.cc does; the
+// first file's Gtid_list is checked against the replica's state, so that a
+// replica that needs transactions from before the served binlog gets ERR
+// 1236 rather than silently missing them.
+func (d *dumper) gtidFilter(ev Event) (bool, error) {
+	switch ev.Type {
+	case replication.MARIADB_GTID_LIST_EVENT:
+		if !d.headSeen {
+			d.headSeen = true
+			if m := missing(d.want, gtidList(ev.Data, d.fileCRC)); m != "" {
+				err := errDump("Could not find GTID state requested by slave in any binlog files (%s; fix: start the replica from a GTID position the service holds, or start the service earlier)", m)
+				d.fail(err)
+				return false, err
+			}
+		}
+		return true, nil
+	case replication.MARIADB_GTID_EVENT:
+		dom, seq, ok := gtidOf(ev.Data, d.fileCRC)
+		d.skipping = ok && seq <= d.want[dom]
+		if d.skipping && ev.Boundary {
+			d.skipping = false
+			return false, nil
+		}
+		return !d.skipping, nil
+	}
+	if d.skipping {
+		if ev.Boundary {
+			d.skipping = false
+		}
+		return false, nil
+	}
+	return true, nil
 }

@@ -307,3 +307,112 @@ func slaveStatus(t *testing.T, db *sql.DB) map[string]string {
 	}
 	return out
 }
+
+// TestStockReplicaByGTID: a stock MariaDB replica with MASTER_USE_GTID=
+// slave_pos, its gtid_slave_pos set to the source's at the relay's start,
+// follows the source through the service; after STOP SLAVE and more
+// writes it reconnects with its GTID state and the service skips what it
+// has; it ends equal to the source. A replica whose state is older than
+// the served binlog gets ERR 1236 naming the fix.
+func TestStockReplicaByGTID(t *testing.T) {
+	inst := sandboxtest.Start(t, "src")
+	db := sandboxtest.MustOpen(t, inst, "")
+	// Transactions before the relay's start, which a replica from scratch lacks.
+	sandboxtest.MustExec(t, db, "CREATE DATABASE pre", "CREATE TABLE pre.x (a int)", "INSERT INTO pre.x VALUES (1)")
+	start := masterStatus(t, db)
+	var startGTID string
+	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&startGTID); err != nil {
+		t.Fatal(err)
+	}
+	start.GTIDSet = startGTID
+	t.Logf("the relay starts at %s (GTID %q)", start, startGTID)
+	l, wait := startRelay(t, inst, filepath.Join(t.TempDir(), "relay"), start)
+	wait(start)
+	addr, pw := startServe(t, l)
+	_, port, _ := net.SplitHostPort(addr)
+
+	rep := sandboxtest.Start(t, "replica")
+	rdb := sandboxtest.MustOpen(t, rep, "")
+	sandboxtest.MustExec(t, rdb,
+		"SET GLOBAL gtid_slave_pos='"+startGTID+"'",
+		"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT="+port+", MASTER_USER='repl', MASTER_PASSWORD='"+pw+"', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+		"START SLAVE")
+	sandboxtest.MustExec(t, db,
+		"CREATE DATABASE d",
+		"CREATE TABLE d.t (id int primary key, v varchar(200))",
+		"INSERT INTO d.t SELECT seq, 'row' FROM d.seq_1_to_300",
+		"FLUSH BINARY LOGS",
+		"UPDATE d.t SET v='upd' WHERE id % 3 = 0",
+	)
+	waitGTID(t, db, rdb, wait)
+	sandboxtest.MustExec(t, rdb, "STOP SLAVE")
+	sandboxtest.MustExec(t, db,
+		"DELETE FROM d.t WHERE id % 5 = 0",
+		"INSERT INTO d.t SELECT seq+1000, 'more' FROM d.seq_1_to_50",
+	)
+	sandboxtest.MustExec(t, rdb, "START SLAVE")
+	waitGTID(t, db, rdb, wait)
+	var a, b [2]any
+	if err := db.QueryRow("CHECKSUM TABLE d.t").Scan(&a[0], &a[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.QueryRow("CHECKSUM TABLE d.t").Scan(&b[0], &b[1]); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(a[1]) != fmt.Sprint(b[1]) || a[1] == nil {
+		t.Fatalf("CHECKSUM TABLE d.t: source %v, replica %v", a[1], b[1])
+	}
+
+	// A replica that lacks transactions from before the relay's start.
+	rep2 := sandboxtest.Start(t, "replica2")
+	r2 := sandboxtest.MustOpen(t, rep2, "")
+	sandboxtest.MustExec(t, r2,
+		"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT="+port+", MASTER_USER='repl', MASTER_PASSWORD='"+pw+"', MASTER_USE_GTID=slave_pos",
+		"START SLAVE")
+	if startGTID == "" {
+		t.Fatal("the source has no GTIDs before the relay's start")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st := slaveStatus(t, r2)
+		if e := st["Last_IO_Error"]; e != "" {
+			if !strings.Contains(e, "Could not find GTID state requested by slave") || !strings.Contains(e, "fix:") {
+				t.Fatalf("IO error: %s", e)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a replica older than the served binlog got no error: %v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitGTID waits until the replica's gtid_slave_pos equals the source's
+// gtid_binlog_pos.
+func waitGTID(t *testing.T, db, rdb *sql.DB, wait func(sluice.Position)) {
+	t.Helper()
+	wait(masterStatus(t, db))
+	var want string
+	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var got string
+		if err := rdb.QueryRow("SELECT @@gtid_slave_pos").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got == want {
+			return
+		}
+		st := slaveStatus(t, rdb)
+		if st["Last_IO_Error"] != "" || st["Last_SQL_Error"] != "" {
+			t.Fatalf("replica stopped: IO %q, SQL %q", st["Last_IO_Error"], st["Last_SQL_Error"])
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica at %q, source at %q, after 2 minutes", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
