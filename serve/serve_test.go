@@ -130,7 +130,11 @@ func TestMariadbBinlogReadsTheServedRelay(t *testing.T) {
 		"DELETE FROM d.t WHERE id=2",
 		"INSERT INTO d.t SELECT seq+10, 'big', REPEAT('x', 20000) FROM d.seq_1_to_30",
 		"ALTER TABLE d.t ADD COLUMN w int",
+		"SET GLOBAL max_allowed_packet = 64*1024*1024",
 	)
+	// A row event over 16 MiB, which travels as several packets.
+	big := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, big, "INSERT INTO d.t (id, v, b) VALUES (99, 'huge', REPEAT('q', 17*1024*1024))")
 	end := masterStatus(t, db)
 	l, wait := startRelay(t, inst, filepath.Join(t.TempDir(), "relay"), start)
 	wait(end)
