@@ -50,6 +50,7 @@ type Server struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	byID   map[uint32]net.Conn // connection id -> its connection, for KILL
+	regs   map[uint32]Replica  // connection id -> registered replica
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -75,7 +76,7 @@ func New(cfg Config, l Binlog, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("serve: user %q: %w", u.Name, err)
 		}
 	}
-	return &Server{cfg: cfg, log: l, auth: auth, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{},
+	return &Server{cfg: cfg, log: l, auth: auth, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{}, regs: map[uint32]Replica{},
 		srv: server.NewServer(Version, mysql.DEFAULT_COLLATION_ID, mysql.AUTH_NATIVE_PASSWORD, nil, nil)}, nil
 }
 
@@ -125,6 +126,23 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
+func (s *Server) register(id uint32, r Replica) {
+	s.mu.Lock()
+	s.regs[id] = r
+	s.mu.Unlock()
+}
+
+// replicas lists the connected, registered replicas.
+func (s *Server) replicas() []Replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Replica, 0, len(s.regs))
+	for _, r := range s.regs {
+		out = append(out, r)
+	}
+	return out
+}
+
 // kill closes the connection with that id (a dump in progress ends).
 func (s *Server) kill(id uint32) bool {
 	s.mu.Lock()
@@ -151,6 +169,7 @@ func (s *Server) serveConn(c net.Conn) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.byID, id)
+		delete(s.regs, id)
 		s.mu.Unlock()
 	}()
 	for !conn.Closed() {

@@ -58,6 +58,12 @@ func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 		end := h.s.log.End()
 		return resultset([]string{"File", "Position", "Binlog_Do_DB", "Binlog_Ignore_DB"},
 			[][]any{{end.File, uint64(end.Pos), "", ""}})
+	case lq == "show slave hosts", lq == "show replica hosts":
+		var rows [][]any
+		for _, r := range h.s.replicas() {
+			rows = append(rows, []any{uint64(r.ServerID), r.Host, uint64(r.Port), uint64(h.s.cfg.ServerID)})
+		}
+		return resultset([]string{"Server_id", "Host", "Port", "Master_id"}, rows)
 	case lq == "show binary logs", lq == "show master logs":
 		var rows [][]any
 		for _, f := range h.s.log.Files() {
@@ -283,9 +289,40 @@ func (h *session) HandleOtherCommand(cmd byte, data []byte) error {
 				fmt.Sprintf("the replica's server_id %d is the binlog service's own (fix: give the replica or serve.server-id another server_id)", id))
 		}
 		h.replicaID = id
+		h.s.register(h.conn.ConnectionID(), parseRegister(data))
 		return nil
 	case mysql.COM_BINLOG_DUMP:
 		return h.dump(data)
 	}
 	return mysql.NewError(mysql.ER_UNKNOWN_COM_ERROR, fmt.Sprintf("command %d is not supported by sluice serve", cmd))
+}
+
+// Replica is a registered replica (COM_REGISTER_SLAVE), for SHOW SLAVE HOSTS.
+type Replica struct {
+	ServerID uint32
+	Host     string
+	Port     uint16
+}
+
+// parseRegister reads COM_REGISTER_SLAVE: server_id(4), then host, user
+// and password each with a one-byte length, port(2), rank(4), master_id(4).
+func parseRegister(b []byte) Replica {
+	r := Replica{ServerID: binary.LittleEndian.Uint32(b)}
+	b = b[4:]
+	str := func() string {
+		if len(b) == 0 || int(b[0]) >= len(b) {
+			b = nil
+			return ""
+		}
+		s := string(b[1 : 1+int(b[0])])
+		b = b[1+int(b[0]):]
+		return s
+	}
+	r.Host = str()
+	str() // user
+	str() // password: never kept
+	if len(b) >= 2 {
+		r.Port = binary.LittleEndian.Uint16(b)
+	}
+	return r
 }
