@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
 )
@@ -103,5 +105,105 @@ serve:
 	served := until(out, "the source's binlog, whole, through the restarted service", func(s string) bool { return normalize(s) == normalize(direct) })
 	if !strings.Contains(served, "after-kill") || strings.Count(served, "@2='before-kill'") != 1 {
 		t.Fatalf("rows before and after the kill, once each:\n%s", tail(served))
+	}
+}
+
+// TestTwoReplicasSurviveKill9OfServe: two stock MariaDB replicas read
+// through `sluice serve`; it is killed with SIGKILL once both have applied
+// the first writes, the source writes on (a rotation included) while it is
+// down, and after the restart both replicas reconnect on their own
+// (MASTER_CONNECT_RETRY) and end equal to the source by CHECKSUM TABLE.
+func TestTwoReplicasSurviveKill9OfServe(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "sluice")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
+		t.Fatalf("build sluice: %v: %s", err, out)
+	}
+	inst := sandboxtest.Start(t, "src")
+	db := sandboxtest.MustOpen(t, inst, "")
+	start := masterStatus(t, db)
+	port, err := sandbox.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskFile := filepath.Join(t.TempDir(), "serve.yaml")
+	yaml := fmt.Sprintf("name: bls2\nsource: {host: 127.0.0.1, port: %d, user: root}\nincremental: {binlog-file: %s, binlog-pos: %d}\n"+
+		"serve: {listen: \"127.0.0.1:%d\", server-id: 4343, users: [{user: repl, password: \"${SERVE_TEST_PW}\"}]}\n", inst.Port, start.File, start.Pos, port)
+	if err := os.WriteFile(taskFile, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const pw = "tw0-replicas"
+	run := func() *exec.Cmd {
+		cmd := exec.Command(bin, "serve", "--config", taskFile)
+		cmd.Env = append(os.Environ(), "SERVE_TEST_PW="+pw)
+		out := &sandboxtest.SyncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	cmd := run()
+	var reps []*sql.DB
+	for _, name := range []string{"r1", "r2"} {
+		r := sandboxtest.MustOpen(t, sandboxtest.Start(t, name), "")
+		sandboxtest.MustExec(t, r, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='repl', MASTER_PASSWORD='%s', "+
+			"MASTER_LOG_FILE='%s', MASTER_LOG_POS=%d, MASTER_USE_GTID=no, MASTER_CONNECT_RETRY=1", port, pw, start.File, start.Pos), "START SLAVE")
+		reps = append(reps, r)
+	}
+	sandboxtest.MustExec(t, db,
+		"CREATE DATABASE d",
+		"CREATE TABLE d.t (id int primary key, v varchar(100))",
+		"INSERT INTO d.t SELECT seq, 'first' FROM d.seq_1_to_200",
+	)
+	first := masterStatus(t, db)
+	for _, r := range reps {
+		waitApplied(t, r, first)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	sandboxtest.MustExec(t, db,
+		"UPDATE d.t SET v='second' WHERE id % 2 = 0",
+		"FLUSH BINARY LOGS",
+		"INSERT INTO d.t SELECT seq+500, 'third' FROM d.seq_1_to_100",
+	)
+	run()
+	end := masterStatus(t, db)
+	var want [2]any
+	if err := db.QueryRow("CHECKSUM TABLE d.t").Scan(&want[0], &want[1]); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reps {
+		waitApplied(t, r, end)
+		var got [2]any
+		if err := r.QueryRow("CHECKSUM TABLE d.t").Scan(&got[0], &got[1]); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got[1]) != fmt.Sprint(want[1]) {
+			t.Fatalf("replica %d: CHECKSUM TABLE %v, source %v", i+1, got[1], want[1])
+		}
+	}
+}
+
+// waitApplied waits until a replica executed up to pos or past it; the
+// replica's own reconnects (the service down for a while) are not errors.
+func waitApplied(t *testing.T, r *sql.DB, pos sluice.Position) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st := slaveStatus(t, r)
+		exec, _ := strconv.ParseUint(st["Exec_Master_Log_Pos"], 10, 32)
+		if f := st["Relay_Master_Log_File"]; f > pos.File || f == pos.File && uint32(exec) >= pos.Pos {
+			return
+		}
+		if e := st["Last_SQL_Error"]; e != "" {
+			t.Fatalf("replica SQL error: %s", e)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica at %s:%s, not %s, after 2 minutes (IO %s: %s)", st["Relay_Master_Log_File"], st["Exec_Master_Log_Pos"], pos, st["Slave_IO_Running"], st["Last_IO_Error"])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
