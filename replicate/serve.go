@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -49,7 +50,15 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 	for i, u := range t.Serve.Users {
 		users[i] = serve.User{Name: u.User, Password: u.Password}
 	}
-	srv, err := serve.New(serve.Config{ServerID: t.Serve.ServerID, Users: users}, ServeLog(rlog), slog.New(slog.NewTextHandler(out, nil)))
+	sc := serve.Config{ServerID: t.Serve.ServerID, Users: users, RequireTLS: t.Serve.RequireTLS}
+	if t.Serve.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(t.Serve.TLSCert, t.Serve.TLSKey)
+		if err != nil {
+			return &sluice.Error{Op: "serve: load serve.tls-cert / tls-key", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "give a PEM certificate and its key"}
+		}
+		sc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	srv, err := serve.New(sc, ServeLog(rlog), slog.New(slog.NewTextHandler(out, nil)))
 	if err != nil {
 		return &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "fix serve: in the task file"}
 	}
@@ -58,7 +67,9 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 		return &sluice.Error{Op: "serve: listen on " + t.Serve.Listen, Err: err, Hint: "pick a free address for serve.listen"}
 	}
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
-		logf("serving on %s, which is not a loopback address: replicas authenticate with serve.users, but the traffic is not encrypted", ln.Addr())
+		if !t.Serve.RequireTLS {
+			logf("serving on %s, which is not a loopback address, without serve.require-tls: replicas authenticate, but the traffic may go unencrypted", ln.Addr())
+		}
 	}
 	logf("source %s (%s), relay in %s from %s; serving the binlog on %s", rc.Source, info.Flavor, rc.Relay.Dir, pos, ln.Addr())
 	if ready != nil {

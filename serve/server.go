@@ -9,6 +9,7 @@
 package serve
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,13 +38,17 @@ type Config struct {
 	// one is refused, as a primary refuses it.
 	ServerID uint32
 	Users    []User
+	// TLS, when set, lets clients switch to TLS; RequireTLS refuses the
+	// ones that do not.
+	TLS        *tls.Config
+	RequireTLS bool
 }
 
 // Server serves one relay log.
 type Server struct {
 	cfg  Config
 	log  Binlog
-	auth *server.InMemoryAuthenticationHandler
+	auth server.AuthenticationHandler
 	srv  *server.Server
 	slog *slog.Logger
 
@@ -61,6 +66,9 @@ func New(cfg Config, l Binlog, log *slog.Logger) (*Server, error) {
 	if cfg.ServerID == 0 {
 		return nil, errors.New("serve: server-id must be set (and differ from every replica's)")
 	}
+	if cfg.RequireTLS && cfg.TLS == nil {
+		return nil, errors.New("serve: require-tls needs a certificate (serve.tls-cert and serve.tls-key)")
+	}
 	if len(cfg.Users) == 0 {
 		return nil, errors.New("serve: give at least one user with a password under serve.users")
 	}
@@ -76,8 +84,12 @@ func New(cfg Config, l Binlog, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("serve: user %q: %w", u.Name, err)
 		}
 	}
-	return &Server{cfg: cfg, log: l, auth: auth, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{}, regs: map[uint32]Replica{},
-		srv: server.NewServer(Version, mysql.DEFAULT_COLLATION_ID, mysql.AUTH_NATIVE_PASSWORD, nil, nil)}, nil
+	var ah server.AuthenticationHandler = auth
+	if cfg.RequireTLS {
+		ah = tlsOnly{auth}
+	}
+	return &Server{cfg: cfg, log: l, auth: ah, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{}, regs: map[uint32]Replica{},
+		srv: server.NewServer(Version, mysql.DEFAULT_COLLATION_ID, mysql.AUTH_NATIVE_PASSWORD, nil, cfg.TLS)}, nil
 }
 
 // Serve accepts connections on ln until Close.
@@ -177,4 +189,17 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 	}
+}
+
+// tlsOnly refuses, at the end of the handshake, a client that did not
+// switch to TLS, with an error it shows.
+type tlsOnly struct {
+	*server.InMemoryAuthenticationHandler
+}
+
+func (a tlsOnly) OnAuthSuccess(c *server.Conn) error {
+	if _, ok := c.Conn.Conn.(*tls.Conn); !ok {
+		return mysql.NewError(mysql.ER_ACCESS_DENIED_ERROR, "sluice serve requires TLS (fix: connect with --ssl, or MASTER_SSL=1 on a replica)")
+	}
+	return a.InMemoryAuthenticationHandler.OnAuthSuccess(c)
 }

@@ -84,6 +84,11 @@ type Serve struct {
 	ServerID uint32 `yaml:"server-id"`
 	// Users may connect; each needs a password (${VAR} works).
 	Users []ServeUser `yaml:"users"`
+	// TLSCert and TLSKey are PEM files; with them clients may switch to
+	// TLS, and with RequireTLS they must.
+	TLSCert    string `yaml:"tls-cert"`
+	TLSKey     string `yaml:"tls-key"`
+	RequireTLS bool   `yaml:"require-tls"`
 }
 
 // ServeUser is one account of the binlog service.
@@ -306,6 +311,12 @@ func (c *Config) Validate() error {
 			if u.User == "" || u.Password == "" {
 				return bad(fmt.Sprintf("serve.users[%d]", i), "needs a user and a password")
 			}
+		}
+		if (c.Serve.TLSCert == "") != (c.Serve.TLSKey == "") {
+			return bad("serve.tls-cert and serve.tls-key", "go together")
+		}
+		if c.Serve.RequireTLS && c.Serve.TLSCert == "" {
+			return bad("serve.require-tls", "needs serve.tls-cert and serve.tls-key")
 		}
 	}
 	return nil
