@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
+	"time"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/binlog"
@@ -79,6 +81,8 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	purgeEvery, _ := time.ParseDuration(t.Serve.PurgeInterval) // checked by the task file
+	go retainServed(rctx, rlog, srv, purgeEvery, logf)
 	tk := &Task{cfg: rc}
 	ferr := tk.fetch(rctx, rlog, bcfg, pos)
 	cancel()
@@ -116,4 +120,30 @@ func serveStart(ctx context.Context, rc Config, info *binlog.Info, bcfg binlog.C
 		want.Pos = 4
 	}
 	return want, binlog.CheckPosition(info, want, rc.Source)
+}
+
+// retainServed purges the relay files that no replica is reading and that
+// are older than the relay's retention: the file the earliest dump in
+// progress sends, and every later one, are kept.
+func retainServed(ctx context.Context, rlog *relay.Log, srv *serve.Server, every time.Duration, logf func(string, ...any)) {
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		keep := rlog.End()
+		if f, ok := srv.OldestFile(); ok {
+			keep = sluice.Position{File: f, Pos: 4}
+		}
+		rlog.SetApplied(keep)
+		removed, err := rlog.Purge(time.Now())
+		if err != nil {
+			logf("purge: %v", err)
+		} else if len(removed) > 0 {
+			logf("purged %s (no replica reads them)", strings.Join(removed, ", "))
+		}
+	}
 }

@@ -84,6 +84,8 @@ func (h *session) dump(data []byte) error {
 		crc = false
 	}
 	d := &dumper{h: h, crc: crc, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want}
+	h.s.reading(d, name)
+	defer h.s.reading(d, "")
 	if err := d.send(artificialRotate(h.s.cfg.ServerID, name, uint64(pos), crc)); err != nil {
 		return err
 	}
@@ -96,6 +98,16 @@ func (h *session) dump(data []byte) error {
 	if ns, err := strconv.ParseInt(h.vars["master_heartbeat_period"], 10, 64); err == nil && ns > 0 {
 		period = time.Duration(ns)
 	}
+	// The client sends nothing during a dump: a read that returns means it
+	// hung up (or the server closed the connection), and the dump, which
+	// may be waiting for new data, ends at once instead of at its next write.
+	dctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		var b [1]byte
+		_, _ = h.conn.Conn.Conn.Read(b[:])
+		stop()
+	}()
 	for {
 		if flags&dumpNonBlock != 0 {
 			end := h.s.log.End()
@@ -106,12 +118,16 @@ func (h *session) dump(data []byte) error {
 				return nil
 			}
 		}
-		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		ctx, cancel := dctx, context.CancelFunc(func() {})
 		if period > 0 {
-			ctx, cancel = context.WithTimeout(ctx, period)
+			ctx, cancel = context.WithTimeout(dctx, period)
 		}
 		ev, err := r.Next(ctx)
 		cancel()
+		if dctx.Err() != nil {
+			h.conn.Close()
+			return nil // the client went away
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			if err := d.send(heartbeat(h.s.cfg.ServerID, d.file, d.pos, crc)); err != nil {
 				return err
@@ -145,6 +161,7 @@ func (d *dumper) event(ev Event) error {
 	if ev.Pos.File != d.file {
 		// A new file: the artificial Rotate first, as a primary sends it.
 		d.file = ev.Pos.File
+		d.h.s.reading(d, d.file)
 		if err := d.send(artificialRotate(d.h.s.cfg.ServerID, d.file, 4, d.crc)); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -89,6 +90,9 @@ type Serve struct {
 	TLSCert    string `yaml:"tls-cert"`
 	TLSKey     string `yaml:"tls-key"`
 	RequireTLS bool   `yaml:"require-tls"`
+	// PurgeInterval is how often relay files that no connected replica
+	// reads and that are older than incremental.relay-retain are removed.
+	PurgeInterval string `yaml:"purge-interval"`
 }
 
 // ServeUser is one account of the binlog service.
@@ -123,7 +127,7 @@ func Default() *Config {
 		PoolSize:     8,
 		RowsPerChunk: 50000,
 		Incremental:  Incremental{WorkerCount: 16, Batch: 100, RelaySync: "interval", RelayRetain: "24h", MetricsAddr: "127.0.0.1:0"},
-		Serve:        Serve{Listen: "127.0.0.1:3310"},
+		Serve:        Serve{Listen: "127.0.0.1:3310", PurgeInterval: "1m"},
 	}
 }
 
@@ -317,6 +321,9 @@ func (c *Config) Validate() error {
 		}
 		if c.Serve.RequireTLS && c.Serve.TLSCert == "" {
 			return bad("serve.require-tls", "needs serve.tls-cert and serve.tls-key")
+		}
+		if d, err := time.ParseDuration(c.Serve.PurgeInterval); err != nil || d <= 0 {
+			return bad("serve.purge-interval", "must be a positive duration such as 1m")
 		}
 	}
 	return nil
