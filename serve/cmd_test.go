@@ -24,10 +24,7 @@ import (
 // relay where its complete data ended, and mariadb-binlog through it then
 // prints exactly what it prints reading the source.
 func TestServeCommandSurvivesKill9(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("build sluice: %v: %s", err, out)
-	}
+	bin := buildSluice(t)
 	inst := sandboxtest.Start(t, "src")
 	db := sandboxtest.MustOpen(t, inst, "")
 	start := masterStatus(t, db)
@@ -55,17 +52,7 @@ serve:
 		t.Fatal(err)
 	}
 	const pw = "s3rve-pw"
-	run := func() (*exec.Cmd, *sandboxtest.SyncBuffer) {
-		cmd := exec.Command(bin, "serve", "--config", taskFile)
-		cmd.Env = append(os.Environ(), "SERVE_TEST_PW="+pw)
-		out := &sandboxtest.SyncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd, out
-	}
+	run := func() (*exec.Cmd, *sandboxtest.SyncBuffer) { return startServeCmd(t, bin, taskFile, pw) }
 	// until runs mariadb-binlog through the service until check accepts
 	// its output.
 	until := func(out *sandboxtest.SyncBuffer, what string, check func(string) bool) string {
@@ -114,10 +101,7 @@ serve:
 // down, and after the restart both replicas reconnect on their own
 // (MASTER_CONNECT_RETRY) and end equal to the source by CHECKSUM TABLE.
 func TestTwoReplicasSurviveKill9OfServe(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("build sluice: %v: %s", err, out)
-	}
+	bin := buildSluice(t)
 	inst := sandboxtest.Start(t, "src")
 	db := sandboxtest.MustOpen(t, inst, "")
 	start := masterStatus(t, db)
@@ -132,17 +116,7 @@ func TestTwoReplicasSurviveKill9OfServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	const pw = "tw0-replicas"
-	run := func() *exec.Cmd {
-		cmd := exec.Command(bin, "serve", "--config", taskFile)
-		cmd.Env = append(os.Environ(), "SERVE_TEST_PW="+pw)
-		out := &sandboxtest.SyncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
-	}
+	run := func() *exec.Cmd { cmd, _ := startServeCmd(t, bin, taskFile, pw); return cmd }
 	cmd := run()
 	var reps []*sql.DB
 	for _, name := range []string{"r1", "r2"} {
@@ -206,4 +180,30 @@ func waitApplied(t *testing.T, r *sql.DB, pos sluice.Position) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// buildSluice builds the CLI (without -race: it is the system under test,
+// run as a separate process).
+func buildSluice(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sluice")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
+		t.Fatalf("build sluice: %v: %s", err, out)
+	}
+	return bin
+}
+
+// startServeCmd runs `sluice serve --config taskFile`, the users' password
+// in $SERVE_TEST_PW (the environment, not the command line).
+func startServeCmd(t *testing.T, bin, taskFile, pw string) (*exec.Cmd, *sandboxtest.SyncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--config", taskFile)
+	cmd.Env = append(os.Environ(), "SERVE_TEST_PW="+pw)
+	out := &sandboxtest.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, out
 }
