@@ -10,20 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-db/sluice/dtx/internal/wire"
 )
-
-// rawCodec passes messages as their bytes: the branches take the same JSON
-// Req over gRPC as over HTTP (the coordinator never decodes a payload).
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
-
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	*v.(*[]byte) = append((*v.(*[]byte))[:0], data...)
-	return nil
-}
-
-func (rawCodec) Name() string { return "dtm_raw" }
 
 // GRPCService is the gRPC service name of the branches: a branch URL is
 // GRPCAddr + "/" + GRPCService + "/TransOut".
@@ -39,7 +28,9 @@ func (b *Busi) ServeGRPC() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	gs := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(b.grpcBranch))
+	// Messages pass as their bytes: the branches take the same JSON Req
+	// over gRPC as over HTTP.
+	gs := grpc.NewServer(grpc.ForceServerCodec(wire.RawCodec{}), grpc.UnknownServiceHandler(b.grpcBranch))
 	b.grpc = gs
 	b.wg.Add(1)
 	go func() {

@@ -22,8 +22,21 @@ func markOwner(dir string) error {
 // servers would otherwise run forever, holding memory, ports and any file
 // descriptors they inherited.
 func reapOrphans() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "sbx*", ownerFile))
-	for _, f := range dirs {
+	for _, dir := range deadOwnerDirs("sbx*") {
+		insts, _ := sandbox.List(dir)
+		for _, inst := range insts {
+			_ = inst.Kill()
+		}
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// deadOwnerDirs lists the temporary directories matching pattern whose
+// owning test process (markOwner) is gone.
+func deadOwnerDirs(pattern string) []string {
+	files, _ := filepath.Glob(filepath.Join(os.TempDir(), pattern, ownerFile))
+	var dirs []string
+	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
@@ -32,13 +45,9 @@ func reapOrphans() {
 		if err != nil || pid <= 0 || processAlive(pid) {
 			continue
 		}
-		dir := filepath.Dir(f)
-		insts, _ := sandbox.List(dir)
-		for _, inst := range insts {
-			_ = inst.Kill()
-		}
-		_ = os.RemoveAll(dir)
+		dirs = append(dirs, filepath.Dir(f))
 	}
+	return dirs
 }
 
 func processAlive(pid int) bool {

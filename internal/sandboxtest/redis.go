@@ -198,18 +198,9 @@ func (r *Redis) Restart(tb testing.TB) {
 // reapRedisOrphans stops and removes the servers of test processes that
 // died without cleaning up, as reapOrphans does for MariaDB.
 func reapRedisOrphans() {
-	files, _ := filepath.Glob(filepath.Join(os.TempDir(), "sbr*", ownerFile))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 0 || processAlive(pid) {
-			continue
-		}
-		reapRedis(filepath.Dir(f))
-		_ = os.RemoveAll(filepath.Dir(f))
+	for _, dir := range deadOwnerDirs("sbr*") {
+		reapRedis(dir)
+		_ = os.RemoveAll(dir)
 	}
 }
 

@@ -13,21 +13,30 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// rawCodec sends a branch's payload as the request message's bytes, as
-// dtm does: the payload is already the business's protobuf message, which
-// the coordinator never decodes.
-type rawCodec struct{}
+// RawCodec sends a message as its bytes, as dtm calls gRPC branches: a
+// branch's payload is already the business's protobuf message, which the
+// coordinator never decodes. It marshals []byte or *[]byte and unmarshals
+// into *[]byte.
+type RawCodec struct{}
 
-func (rawCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+// Marshal implements encoding.Codec.
+func (RawCodec) Marshal(v any) ([]byte, error) {
+	if p, ok := v.(*[]byte); ok {
+		return *p, nil
+	}
+	return v.([]byte), nil
+}
 
-func (rawCodec) Unmarshal(data []byte, v any) error {
+// Unmarshal implements encoding.Codec.
+func (RawCodec) Unmarshal(data []byte, v any) error {
 	*v.(*[]byte) = append((*v.(*[]byte))[:0], data...)
 	return nil
 }
 
-func (rawCodec) Name() string { return "dtm_raw" }
+// Name implements encoding.Codec.
+func (RawCodec) Name() string { return "dtm_raw" }
 
-var _ encoding.Codec = rawCodec{}
+var _ encoding.Codec = RawCodec{}
 
 // grpcConns keeps one client connection per branch server; gRPC
 // multiplexes the calls on it.
@@ -53,7 +62,7 @@ func (g *grpcConns) get(server string) (*grpc.ClientConn, error) {
 	}
 	c, err := grpc.NewClient("passthrough:///"+target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{})))
 	if err != nil {
 		return nil, err
 	}
