@@ -443,8 +443,12 @@ func TestTailMarkReadsOnlyTheTail(t *testing.T) {
 	}
 	marked := g.off
 	// A torn transaction after the mark: written, never fsynced.
+	// A drawn transaction of one event is not written: its offsets are
+	// taken back, so the next one continues the relay.
+	at := g.off
 	evs := g.txn()
 	for len(evs) < 2 {
+		g.off = at
 		evs = g.txn()
 	}
 	for _, raw := range evs[:len(evs)-1] {
