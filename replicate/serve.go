@@ -134,16 +134,18 @@ func retainServed(ctx context.Context, rlog *relay.Log, srv *serve.Server, every
 			return
 		case <-tk.C:
 		}
-		keep := rlog.End()
-		if f, ok := srv.OldestFile(); ok {
-			keep = sluice.Position{File: f, Pos: 4}
-		}
-		rlog.SetApplied(keep)
-		removed, err := rlog.Purge(time.Now())
-		if err != nil {
-			logf("purge: %v", err)
-		} else if len(removed) > 0 {
-			logf("purged %s (no replica reads them)", strings.Join(removed, ", "))
-		}
+		srv.Retain(func(oldest string, reading bool) {
+			keep := rlog.End()
+			if reading {
+				keep = sluice.Position{File: oldest, Pos: 4}
+			}
+			rlog.SetApplied(keep)
+			removed, err := rlog.Purge(time.Now())
+			if err != nil {
+				logf("purge: %v", err)
+			} else if len(removed) > 0 {
+				logf("purged %s (no replica reads them)", strings.Join(removed, ", "))
+			}
+		})
 	}
 }

@@ -37,6 +37,17 @@ func (h *session) dump(data []byte) error {
 	if replicaID != 0 && replicaID == h.s.cfg.ServerID {
 		return errDump("the replica's server_id %d is the binlog service's own (fix: give the replica or serve.server-id another server_id)", replicaID)
 	}
+	// Retention must not purge the file between the checks below and the
+	// dump's registration as its reader: it waits for this read lock.
+	h.s.purgeMu.RLock()
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			h.s.purgeMu.RUnlock()
+		}
+	}
+	defer unlock()
 	files := h.s.log.Files()
 	if len(files) == 0 {
 		return errDump("the relay log is empty (fix: wait until sluice has fetched events from the source)")
@@ -86,6 +97,7 @@ func (h *session) dump(data []byte) error {
 	d := &dumper{h: h, crc: crc, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want}
 	h.s.reading(d, name)
 	defer h.s.reading(d, "")
+	unlock()
 	if err := d.send(artificialRotate(h.s.cfg.ServerID, name, uint64(pos), crc)); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
@@ -29,21 +30,10 @@ func TestRetentionKeepsWhatReplicasRead(t *testing.T) {
 	inst := sandboxtest.Start(t, "src")
 	db := sandboxtest.MustOpen(t, inst, "")
 	sandboxtest.MustExec(t, db, "SET GLOBAL max_allowed_packet = 64*1024*1024")
+	// The client connects before the first file fills and is closed, so it
+	// reads that file from before the file could be purged.
+	sandboxtest.MustExec(t, db, "CREATE DATABASE d", "CREATE TABLE d.t (id int primary key, b longblob)")
 	start := masterStatus(t, db)
-	// The first file holds 12 MB, more than the sockets buffer: a client
-	// that stops reading keeps its dump in that file.
-	big := sandboxtest.MustOpen(t, inst, "")
-	sandboxtest.MustExec(t, big,
-		"CREATE DATABASE d",
-		"CREATE TABLE d.t (id int primary key, b longblob)",
-		"INSERT INTO d.t VALUES (1, REPEAT('a', 6*1024*1024))",
-		"INSERT INTO d.t VALUES (2, REPEAT('b', 6*1024*1024))",
-		"FLUSH BINARY LOGS",
-		"INSERT INTO d.t VALUES (3, 'c')",
-		"FLUSH BINARY LOGS",
-		"INSERT INTO d.t VALUES (4, 'd')",
-	)
-	end := masterStatus(t, db)
 	dir := t.TempDir()
 	const pw = "ret-pw"
 	t.Setenv("RETAIN_TEST_PW", pw)
@@ -71,16 +61,18 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, purge-interval: 100ms, users: [{
 		_, err := os.Stat(filepath.Join(dir, "relay", name))
 		return err == nil
 	}
-	// The relay reaches the end, while the first file is still there.
+	relayAt := func(p sluice.Position) bool {
+		fi, err := os.Stat(filepath.Join(dir, "relay", p.File))
+		return err == nil && fi.Size() >= int64(p.Pos)
+	}
 	deadline := time.Now().Add(time.Minute)
-	for !relayFile(end.File) {
+	for !relayAt(start) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the relay never got %s", end.File)
+			t.Fatalf("the relay never reached %s", start)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// A client reads the first file through a proxy that passes 50 KB/s:
-	// its dump stays in that file, which holds 12 MB.
+	// A client reads the first file through a proxy that passes 50 KB/s.
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	proxy := toxiproxy.NewProxy(srv, "slow", "127.0.0.1:0", addr)
 	if err := proxy.Start(); err != nil {
@@ -99,6 +91,25 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, purge-interval: 100ms, users: [{
 	}
 	if _, err := st.GetEvent(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The first file gets 12 MB, more than the socket buffers: a client
+	// that reads 50 KB/s stays in it.
+	big := sandboxtest.MustOpen(t, inst, "") // after SET GLOBAL max_allowed_packet
+	sandboxtest.MustExec(t, big,
+		"INSERT INTO d.t VALUES (1, REPEAT('a', 6*1024*1024))",
+		"INSERT INTO d.t VALUES (2, REPEAT('b', 6*1024*1024))",
+		"FLUSH BINARY LOGS",
+		"INSERT INTO d.t VALUES (3, 'c')",
+		"FLUSH BINARY LOGS",
+		"INSERT INTO d.t VALUES (4, 'd')",
+	)
+	end := masterStatus(t, db)
+	deadline = time.Now().Add(time.Minute)
+	for !relayFile(end.File) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay never got %s", end.File)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	// Many purge rounds later, the file it reads is still there.
 	time.Sleep(time.Second)

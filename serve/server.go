@@ -52,10 +52,13 @@ type Server struct {
 	srv  *server.Server
 	slog *slog.Logger
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	byID  map[uint32]net.Conn // connection id -> its connection, for KILL
-	regs  map[uint32]Replica  // connection id -> registered replica
+	mu sync.Mutex
+	// purgeMu orders purges against dumps starting: a dump holds it for
+	// reading from its position check until it is registered in dumps.
+	purgeMu sync.RWMutex
+	conns   map[net.Conn]struct{}
+	byID    map[uint32]net.Conn // connection id -> its connection, for KILL
+	regs    map[uint32]Replica  // connection id -> registered replica
 	// dumps holds the file each dump in progress is sending: retention
 	// keeps those files.
 	dumps  map[*dumper]string
@@ -169,10 +172,18 @@ func (s *Server) reading(d *dumper, file string) {
 	s.mu.Unlock()
 }
 
-// OldestFile is the earliest file (in the binlog's order) that a dump in
-// progress is sending; ok is false when no dump runs. Files from it on
-// must not be purged.
-func (s *Server) OldestFile() (file string, ok bool) {
+// Retain runs purge while no dump can start, with the earliest file a dump
+// in progress is sending (ok false when none runs): purge must keep that
+// file and every later one.
+func (s *Server) Retain(purge func(oldest string, ok bool)) {
+	s.purgeMu.Lock()
+	defer s.purgeMu.Unlock()
+	purge(s.oldestFile())
+}
+
+// oldestFile is the earliest file (in the binlog's order) that a dump in
+// progress is sending; ok is false when no dump runs.
+func (s *Server) oldestFile() (file string, ok bool) {
 	s.mu.Lock()
 	reading := map[string]bool{}
 	for _, f := range s.dumps {
