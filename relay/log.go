@@ -118,6 +118,10 @@ type Log struct {
 	closed  bool
 	applied sluice.Position
 	purged  time.Time
+	// readers holds the file each open Reader is on: Purge keeps it and
+	// every later file, so that a reader (a served replica, the applier)
+	// never loses the file under it.
+	readers map[*Reader]string
 }
 
 // Open opens (creating if needed) the relay in cfg.Dir. It truncates a torn
@@ -133,7 +137,7 @@ func Open(cfg Config) (*Log, error) {
 	if err := private.Tighten(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
-	l := &Log{cfg: cfg, changed: make(chan struct{})}
+	l := &Log{cfg: cfg, changed: make(chan struct{}), readers: map[*Reader]string{}}
 	names, err := readIndex(filepath.Join(cfg.Dir, IndexName))
 	if err != nil {
 		return nil, err
@@ -374,8 +378,9 @@ func (l *Log) SetApplied(pos sluice.Position) {
 	l.mu.Unlock()
 }
 
-// Purge removes files that lie wholly before the applied position and whose
-// modification time is older than Retain. It returns the removed names.
+// Purge removes files that lie wholly before the applied position and
+// before the file of every open reader, and whose modification time is
+// older than Retain. It returns the removed names.
 func (l *Log) Purge(now time.Time) ([]string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -386,6 +391,12 @@ func (l *Log) Purge(now time.Time) ([]string, error) {
 	cut := -1
 	for i, f := range l.files {
 		if f.name == l.applied.File {
+			cut = i
+			break
+		}
+	}
+	for i := 0; i < cut; i++ {
+		if l.reading(l.files[i].name) {
 			cut = i
 			break
 		}
@@ -421,6 +432,38 @@ func (l *Log) Purge(now time.Time) ([]string, error) {
 		}
 	}
 	return removed, nil
+}
+
+// reading reports whether an open reader is on the file. l.mu is held.
+func (l *Log) reading(name string) bool {
+	for _, f := range l.readers {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+// hold records that r reads name from now on, unless name was purged
+// (false): under l.mu, so that no purge falls between the check and the
+// record.
+func (l *Log) hold(r *Reader, name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.files {
+		if f.name == name {
+			l.readers[r] = name
+			return true
+		}
+	}
+	return false
+}
+
+// release forgets r's hold.
+func (l *Log) release(r *Reader) {
+	l.mu.Lock()
+	delete(l.readers, r)
+	l.mu.Unlock()
 }
 
 func (l *Log) lastPurge() time.Time {

@@ -126,13 +126,19 @@ func (l *Log) NewReader(start sluice.Position, parser *replication.BinlogParser)
 }
 
 func (r *Reader) openFile(name string) error {
+	if !r.l.hold(r, name) {
+		return &sluice.Error{Op: "read relay log", Err: fmt.Errorf("%w: relay file %s is not in %s", sluice.ErrBinlogPurged, name, r.l.cfg.Dir),
+			Hint: "the relay no longer holds this position; restart so sluice fetches it from the source again"}
+	}
 	f, err := os.Open(filepath.Join(r.l.cfg.Dir, name))
 	if err != nil {
+		r.releaseIfClosed()
 		return fmt.Errorf("relay: %w", err)
 	}
 	head := make([]byte, len(magic))
 	if _, err := io.ReadFull(f, head); err != nil || string(head) != string(magic) {
 		f.Close()
+		r.releaseIfClosed()
 		return fmt.Errorf("relay: %s is not a binlog file", name)
 	}
 	if r.f != nil {
@@ -241,10 +247,19 @@ func (r *Reader) Position() sluice.Position {
 
 // Close releases the open file.
 func (r *Reader) Close() error {
+	r.l.release(r)
 	if r.f == nil {
 		return nil
 	}
 	err := r.f.Close()
 	r.f = nil
 	return err
+}
+
+// releaseIfClosed drops the hold of a reader whose first file failed to
+// open (it has no file, and its caller gets an error, not a Reader).
+func (r *Reader) releaseIfClosed() {
+	if r.f == nil {
+		r.l.release(r)
+	}
 }

@@ -366,3 +366,54 @@ func activeFile(b []byte, n int) []byte {
 	}
 	return b
 }
+
+// TestPurgeKeepsWhatReadersRead: a file an open reader is on, and every
+// later one, survive a purge that the applied position and the retention
+// would allow; the reader's move to the next file, and its Close, free
+// them.
+func TestPurgeKeepsWhatReadersRead(t *testing.T) {
+	inst := sandboxtest.Start(t, "src")
+	db := sandboxtest.MustOpen(t, inst, "")
+	first := masterStatus(t, db)
+	for i := 0; i < 3; i++ {
+		sandboxtest.MustExec(t, db, fmt.Sprintf("CREATE DATABASE r%d", i), "FLUSH BINARY LOGS")
+	}
+	end := masterStatus(t, db)
+	cfg := relay.DefaultConfig(t.TempDir())
+	cfg.Retain = time.Hour
+	l, err := relay.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := startPump(t, inst, l, sluice.Position{File: first.File, Pos: 4})
+	waitEnd(t, l, p, end)
+	p.stop(t)
+	files := l.Files()
+	if len(files) != 4 {
+		t.Fatalf("files %v", files)
+	}
+	l.SetApplied(sluice.Position{File: files[3], Pos: 4})
+	later := time.Now().Add(2 * time.Hour)
+	r, err := l.NewReader(sluice.Position{File: files[0], Pos: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := l.Purge(later); err != nil || len(removed) != 0 {
+		t.Fatalf("purge removed %v (%v) under a reader of %s", removed, err, files[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for r.Position().File == files[0] {
+		if _, err := r.NextRaw(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if removed, err := l.Purge(later); err != nil || len(removed) != 1 || removed[0] != files[0] {
+		t.Fatalf("with the reader on %s, purge removed %v (%v), want %s", r.Position().File, removed, err, files[0])
+	}
+	r.Close()
+	if removed, err := l.Purge(later); err != nil || len(removed) != 2 || removed[0] != files[1] || removed[1] != files[2] {
+		t.Fatalf("after the reader closed, purge removed %v (%v), want %v", removed, err, files[1:3])
+	}
+}

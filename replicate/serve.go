@@ -82,7 +82,7 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	purgeEvery, _ := time.ParseDuration(t.Serve.PurgeInterval) // checked by the task file
-	go retainServed(rctx, rlog, srv, purgeEvery, logf)
+	go retainServed(rctx, rlog, purgeEvery, logf)
 	tk := &Task{cfg: rc}
 	ferr := tk.fetch(rctx, rlog, bcfg, pos)
 	cancel()
@@ -122,10 +122,10 @@ func serveStart(ctx context.Context, rc Config, info *binlog.Info, bcfg binlog.C
 	return want, binlog.CheckPosition(info, want, rc.Source)
 }
 
-// retainServed purges the relay files that no replica is reading and that
-// are older than the relay's retention: the file the earliest dump in
-// progress sends, and every later one, are kept.
-func retainServed(ctx context.Context, rlog *relay.Log, srv *serve.Server, every time.Duration, logf func(string, ...any)) {
+// retainServed purges the relay files older than the relay's retention
+// that no replica is reading: the relay keeps the file each open reader
+// (each dump in progress) is on, and every later one.
+func retainServed(ctx context.Context, rlog *relay.Log, every time.Duration, logf func(string, ...any)) {
 	tk := time.NewTicker(every)
 	defer tk.Stop()
 	for {
@@ -134,18 +134,12 @@ func retainServed(ctx context.Context, rlog *relay.Log, srv *serve.Server, every
 			return
 		case <-tk.C:
 		}
-		srv.Retain(func(oldest string, reading bool) {
-			keep := rlog.End()
-			if reading {
-				keep = sluice.Position{File: oldest, Pos: 4}
-			}
-			rlog.SetApplied(keep)
-			removed, err := rlog.Purge(time.Now())
-			if err != nil {
-				logf("purge: %v", err)
-			} else if len(removed) > 0 {
-				logf("purged %s (no replica reads them)", strings.Join(removed, ", "))
-			}
-		})
+		rlog.SetApplied(rlog.End()) // no applier: nothing else holds files
+		removed, err := rlog.Purge(time.Now())
+		if err != nil {
+			logf("purge: %v", err)
+		} else if len(removed) > 0 {
+			logf("purged %s (no replica reads them)", strings.Join(removed, ", "))
+		}
 	}
 }

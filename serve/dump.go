@@ -37,17 +37,6 @@ func (h *session) dump(data []byte) error {
 	if replicaID != 0 && replicaID == h.s.cfg.ServerID {
 		return errDump("the replica's server_id %d is the binlog service's own (fix: give the replica or serve.server-id another server_id)", replicaID)
 	}
-	// Retention must not purge the file between the checks below and the
-	// dump's registration as its reader: it waits for this read lock.
-	h.s.purgeMu.RLock()
-	locked := true
-	unlock := func() {
-		if locked {
-			locked = false
-			h.s.purgeMu.RUnlock()
-		}
-	}
-	defer unlock()
 	files := h.s.log.Files()
 	if len(files) == 0 {
 		return errDump("the relay log is empty (fix: wait until sluice has fetched events from the source)")
@@ -95,9 +84,6 @@ func (h *session) dump(data []byte) error {
 		crc = false
 	}
 	d := &dumper{h: h, crc: crc, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want}
-	h.s.reading(d, name)
-	defer h.s.reading(d, "")
-	unlock()
 	if err := d.send(artificialRotate(h.s.cfg.ServerID, name, uint64(pos), crc)); err != nil {
 		return err
 	}
@@ -173,7 +159,6 @@ func (d *dumper) event(ev Event) error {
 	if ev.Pos.File != d.file {
 		// A new file: the artificial Rotate first, as a primary sends it.
 		d.file = ev.Pos.File
-		d.h.s.reading(d, d.file)
 		if err := d.send(artificialRotate(d.h.s.cfg.ServerID, d.file, 4, d.crc)); err != nil {
 			return err
 		}

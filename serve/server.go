@@ -52,16 +52,10 @@ type Server struct {
 	srv  *server.Server
 	slog *slog.Logger
 
-	mu sync.Mutex
-	// purgeMu orders purges against dumps starting: a dump holds it for
-	// reading from its position check until it is registered in dumps.
-	purgeMu sync.RWMutex
-	conns   map[net.Conn]struct{}
-	byID    map[uint32]net.Conn // connection id -> its connection, for KILL
-	regs    map[uint32]Replica  // connection id -> registered replica
-	// dumps holds the file each dump in progress is sending: retention
-	// keeps those files.
-	dumps  map[*dumper]string
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	byID   map[uint32]net.Conn // connection id -> its connection, for KILL
+	regs   map[uint32]Replica  // connection id -> registered replica
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -94,7 +88,7 @@ func New(cfg Config, l Binlog, log *slog.Logger) (*Server, error) {
 	if cfg.RequireTLS {
 		ah = tlsOnly{auth}
 	}
-	return &Server{cfg: cfg, log: l, auth: ah, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{}, regs: map[uint32]Replica{}, dumps: map[*dumper]string{},
+	return &Server{cfg: cfg, log: l, auth: ah, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{}, regs: map[uint32]Replica{},
 		srv: server.NewServer(Version, mysql.DEFAULT_COLLATION_ID, mysql.AUTH_NATIVE_PASSWORD, nil, cfg.TLS)}, nil
 }
 
@@ -159,45 +153,6 @@ func (s *Server) replicas() []Replica {
 		out = append(out, r)
 	}
 	return out
-}
-
-// reading records the file a dump is sending ("" when it ended).
-func (s *Server) reading(d *dumper, file string) {
-	s.mu.Lock()
-	if file == "" {
-		delete(s.dumps, d)
-	} else {
-		s.dumps[d] = file
-	}
-	s.mu.Unlock()
-}
-
-// Retain runs purge while no dump can start, with the earliest file a dump
-// in progress is sending (ok false when none runs): purge must keep that
-// file and every later one.
-func (s *Server) Retain(purge func(oldest string, ok bool)) {
-	s.purgeMu.Lock()
-	defer s.purgeMu.Unlock()
-	purge(s.oldestFile())
-}
-
-// oldestFile is the earliest file (in the binlog's order) that a dump in
-// progress is sending; ok is false when no dump runs.
-func (s *Server) oldestFile() (file string, ok bool) {
-	s.mu.Lock()
-	reading := map[string]bool{}
-	for _, f := range s.dumps {
-		reading[f] = true
-	}
-	s.mu.Unlock()
-	for _, f := range s.log.Files() {
-		if reading[f] {
-			return f, true
-		}
-	}
-	// A dump on a file the list no longer names (purged under it) holds
-	// nothing back; neither does none.
-	return "", false
 }
 
 // kill closes the connection with that id (a dump in progress ends).
