@@ -1,12 +1,13 @@
 # sluice: the two set-up commands are `make demo` and `make test`.
 # Both install what is missing (MariaDB, sysbench, mydumper, Prometheus for
-# the dashboard and alert rules' test, Redis for the dtx Redis store's tests)
+# the dashboard and alert rules' test, Redis for the dtx Redis store's tests,
+# etcd for the cluster workers' tests)
 # through apt-get.
 
 GO        ?= go
 BIN       := bin/sluice
 STATICCHECK_VERSION := v0.8.2
-APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus redis-server
+APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus redis-server etcd-server
 TEST_TIMEOUT ?= 25m
 # sluice version reports these (the go command's own VCS stamp may be off).
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -30,6 +31,7 @@ deps:
 	command -v mydumper >/dev/null 2>&1 || missing="$$missing mydumper"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -37,6 +39,12 @@ deps:
 	  case "$$missing" in *redis-server*) \
 	    : "the tests start their own redis-server; the package's service (port 6379) is not wanted"; \
 	    ($$SUDO systemctl disable --now redis-server || $$SUDO service redis-server stop) >/dev/null 2>&1 || true;; \
+	  esac; \
+	  case "$$missing" in *etcd-server*) \
+	    : "the tests and 'sluice sandbox etcd' start their own etcd; the package's service (port 2379) is not wanted"; \
+	    : "disable works without a running systemd (containers), --now would not"; \
+	    $$SUDO systemctl disable etcd >/dev/null 2>&1 || true; \
+	    ($$SUDO systemctl stop etcd || $$SUDO service etcd stop) >/dev/null 2>&1 || true;; \
 	  esac; \
 	fi
 
