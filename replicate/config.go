@@ -34,6 +34,12 @@ type Config struct {
 	// gives none (--mode incremental): a GTID set or a file/position.
 	Start sluice.Position
 
+	// Serve, when set, serves the relay log over the replication protocol
+	// while the task applies it (a task file with target: and serve:).
+	Serve *task.Serve
+	// ServeReady, when set, receives the binlog service's address.
+	ServeReady func(addr string)
+
 	// MetricsAddr serves Prometheus metrics ("" disables).
 	MetricsAddr string
 	// StatusEvery is how often status.json and the metrics are refreshed.
@@ -93,6 +99,10 @@ func FromTask(t *task.Config) (Config, error) {
 		c.Apply.OnMissingRow = inc.OnMissingRow
 	}
 	c.MetricsAddr = inc.MetricsAddr
+	if t.Has("serve") {
+		sv := t.Serve
+		c.Serve = &sv
+	}
 	c.Start = sluice.Position{File: inc.BinlogFile, Pos: inc.BinlogPos, GTIDSet: inc.GTIDSet, Flavor: inc.Flavor}
 	return c, c.Validate()
 }

@@ -48,30 +48,9 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 			return err
 		}
 	}
-	users := make([]serve.User, len(t.Serve.Users))
-	for i, u := range t.Serve.Users {
-		users[i] = serve.User{Name: u.User, Password: u.Password}
-	}
-	sc := serve.Config{ServerID: t.Serve.ServerID, Users: users, RequireTLS: t.Serve.RequireTLS}
-	if t.Serve.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(t.Serve.TLSCert, t.Serve.TLSKey)
-		if err != nil {
-			return &sluice.Error{Op: "serve: load serve.tls-cert / tls-key", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "give a PEM certificate and its key"}
-		}
-		sc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	srv, err := serve.New(sc, ServeLog(rlog), slog.New(slog.NewTextHandler(out, nil)))
+	srv, ln, err := listenServe(&t.Serve, rlog, out, logf)
 	if err != nil {
-		return &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "fix serve: in the task file"}
-	}
-	ln, err := net.Listen("tcp", t.Serve.Listen)
-	if err != nil {
-		return &sluice.Error{Op: "serve: listen on " + t.Serve.Listen, Err: err, Hint: "pick a free address for serve.listen"}
-	}
-	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
-		if !t.Serve.RequireTLS {
-			logf("serving on %s, which is not a loopback address, without serve.require-tls: replicas authenticate, but the traffic may go unencrypted", ln.Addr())
-		}
+		return err
 	}
 	logf("source %s (%s), relay in %s from %s; serving the binlog on %s", rc.Source, info.Flavor, rc.Relay.Dir, pos, ln.Addr())
 	if ready != nil {
@@ -79,19 +58,59 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	stop := startServe(srv, ln)
 	purgeEvery, _ := time.ParseDuration(t.Serve.PurgeInterval) // checked by the task file
 	go retainServed(rctx, rlog, purgeEvery, logf)
 	tk := &Task{cfg: rc}
 	ferr := tk.fetch(rctx, rlog, bcfg, pos)
 	cancel()
-	ln.Close()
-	srv.Close()
-	if err := <-served; err != nil && ferr == nil && !errors.Is(err, net.ErrClosed) {
+	if err := stop(); ferr == nil {
 		ferr = err
 	}
 	return ferr
+}
+
+// listenServe builds the binlog service over rlog and opens its listener.
+func listenServe(sv *task.Serve, rlog *relay.Log, out io.Writer, logf func(string, ...any)) (*serve.Server, net.Listener, error) {
+	users := make([]serve.User, len(sv.Users))
+	for i, u := range sv.Users {
+		users[i] = serve.User{Name: u.User, Password: u.Password}
+	}
+	sc := serve.Config{ServerID: sv.ServerID, Users: users, RequireTLS: sv.RequireTLS}
+	if sv.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(sv.TLSCert, sv.TLSKey)
+		if err != nil {
+			return nil, nil, &sluice.Error{Op: "serve: load serve.tls-cert / tls-key", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "give a PEM certificate and its key"}
+		}
+		sc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	srv, err := serve.New(sc, ServeLog(rlog), slog.New(slog.NewTextHandler(out, nil)))
+	if err != nil {
+		return nil, nil, &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "fix serve: in the task file"}
+	}
+	ln, err := net.Listen("tcp", sv.Listen)
+	if err != nil {
+		return nil, nil, &sluice.Error{Op: "serve: listen on " + sv.Listen, Err: err, Hint: "pick a free address for serve.listen"}
+	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !sv.RequireTLS {
+		logf("serving on %s, which is not a loopback address, without serve.require-tls: replicas authenticate, but the traffic may go unencrypted", ln.Addr())
+	}
+	return srv, ln, nil
+}
+
+// startServe serves until the returned stop is called; stop closes the
+// listener and every connection and returns the server's error.
+func startServe(srv *serve.Server, ln net.Listener) (stop func() error) {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	return func() error {
+		ln.Close()
+		srv.Close()
+		if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	}
 }
 
 // serveStart is where a new binlog server begins: the task's

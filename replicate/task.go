@@ -195,6 +195,24 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 		t.mu.Unlock()
 	}
 	t.logf("source %s (%s), target %s, from %s; relay in %s; metrics on %s", t.cfg.Source, flavor, t.cfg.Target, pos, t.cfg.Relay.Dir, t.metAddr)
+	if t.cfg.Serve != nil {
+		// The applier's checkpoint and the readers of the dumps both hold
+		// relay files (relay.Log.Purge), so serving needs no purge of its own.
+		srv, ln, err := listenServe(t.cfg.Serve, rlog, t.log, t.logf)
+		if err != nil {
+			return err
+		}
+		t.logf("serving the relay log on %s", ln.Addr())
+		if t.cfg.ServeReady != nil {
+			t.cfg.ServeReady(ln.Addr().String())
+		}
+		stop := startServe(srv, ln)
+		defer func() {
+			if err := stop(); err != nil {
+				t.logf("serve: %v", err)
+			}
+		}()
+	}
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -220,6 +220,10 @@ func yamlMsg(err error) string { return strings.Join(strings.Fields(err.Error())
 // sections ("source", "target"): a command that reads the source or writes
 // to a target never falls back to a default server (127.0.0.1:3306).
 // A Config not read from a file (Default) has every section.
+// Has reports whether the task file has the section (false for a Config
+// built in code).
+func (c *Config) Has(section string) bool { return c.present[section] }
+
 func (c *Config) Require(sections ...string) error {
 	if c.present == nil {
 		return nil

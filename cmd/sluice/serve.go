@@ -30,9 +30,11 @@ func newServeCmd() *cobra.Command {
 		Long: `serve copies the source's binlog into the task's relay log and serves the
 relay to MariaDB replicas (CHANGE MASTER TO ... MASTER_LOG_FILE, MASTER_LOG_POS),
 mariadb-binlog --read-from-remote-server and CDC tools, with the source's file
-names and positions. A restart continues where the relay's complete data ends.
-Not served yet: GTID starts (MASTER_USE_GTID), a target in the same process, the
-global binlog of several sources.`,
+names and positions, by file and position or by GTID (MASTER_USE_GTID). A
+restart continues where the relay's complete data ends.
+
+With a target: in the task file, serve also replicates to it, as
+'sluice migrate --mode incremental' does, and serves the same relay log.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if config == "" {
@@ -45,8 +47,9 @@ global binlog of several sources.`,
 			if err := cfg.Require("source", "serve"); err != nil {
 				return err
 			}
-			if err := cfg.Require("target"); err == nil {
-				return sluice.Errorf(sluice.ErrConfig, "serve", "remove target: for a pure binlog server (serving beside replication comes later)", "the task file has a target")
+			if cfg.Has("target") {
+				// Replicate and serve the same relay log (replicate.Config.Serve).
+				return runIncremental(c.Context(), cfg, nil, c.OutOrStdout())
 			}
 			return replicate.RunServe(c.Context(), cfg, c.OutOrStdout(), func(addr string) {
 				fmt.Fprintf(c.OutOrStdout(), "serving on %s\n", addr)
