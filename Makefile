@@ -7,7 +7,7 @@
 GO        ?= go
 BIN       := bin/sluice
 STATICCHECK_VERSION := v0.8.2
-APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus redis-server etcd-server
+APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus redis-server etcd-server default-jre-headless maven
 TEST_TIMEOUT ?= 25m
 # sluice version reports these (the go command's own VCS stamp may be off).
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -32,6 +32,8 @@ deps:
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
