@@ -187,6 +187,13 @@ func (l *Log) Files() []string {
 	return out
 }
 
+// Size is the published size of a relay file: up to its last complete
+// transaction (0 when the relay does not hold the file).
+func (l *Log) Size(name string) int64 {
+	size, _, _, _, _, _ := l.limit(name)
+	return size
+}
+
 // Has reports whether pos lies inside the relay's published data.
 func (l *Log) Has(pos sluice.Position) bool {
 	ok, _ := l.holds(pos)

@@ -24,6 +24,7 @@ type servedRelay struct{ l *relay.Log }
 func (s servedRelay) Files() []string              { return s.l.Files() }
 func (s servedRelay) End() sluice.Position         { return s.l.End() }
 func (s servedRelay) Has(pos sluice.Position) bool { return s.l.Has(pos) }
+func (s servedRelay) Size(file string) int64       { return s.l.Size(file) }
 func (s servedRelay) Open(start sluice.Position) (serve.Reader, error) {
 	r, err := s.l.NewReader(start, nil)
 	if err != nil {

@@ -18,6 +18,9 @@ type Binlog interface {
 	Files() []string
 	// End is the position after the last complete transaction.
 	End() sluice.Position
+	// Size is a file's size up to its last complete transaction (0 for a
+	// file the list does not name).
+	Size(file string) int64
 	// Has reports whether a position lies within the data.
 	Has(pos sluice.Position) bool
 	// FDE returns a file's format description event as stored.

@@ -64,10 +64,12 @@ func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 			rows = append(rows, []any{uint64(r.ServerID), r.Host, uint64(r.Port), uint64(h.s.cfg.ServerID)})
 		}
 		return resultset([]string{"Server_id", "Host", "Port", "Master_id"}, rows)
+	case showEventsRe.MatchString(q):
+		return h.showEvents(showEventsRe.FindStringSubmatch(q))
 	case lq == "show binary logs", lq == "show master logs":
 		var rows [][]any
 		for _, f := range h.s.log.Files() {
-			rows = append(rows, []any{f, uint64(0)})
+			rows = append(rows, []any{f, uint64(h.s.log.Size(f))})
 		}
 		return resultset([]string{"Log_name", "File_size"}, rows)
 	case selectRe.MatchString(q):
