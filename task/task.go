@@ -41,6 +41,10 @@ type Config struct {
 	// Serve configures the binlog service (sluice serve).
 	Serve Serve `yaml:"serve"`
 
+	// Sources, instead of source:, lists the sources whose binlogs sluice
+	// serve merges into one global binlog (sources.go).
+	Sources []Source `yaml:"sources"`
+
 	// path is where the file was read from, for relative paths.
 	path string
 	// present are the top-level keys the file sets (Require).
@@ -93,6 +97,9 @@ type Serve struct {
 	// PurgeInterval is how often relay files that no connected replica
 	// reads and that are older than incremental.relay-retain are removed.
 	PurgeInterval string `yaml:"purge-interval"`
+	// MaxBinlogSize is the size at which the global binlog of sources:
+	// starts a new file (default 256 MiB).
+	MaxBinlogSize int64 `yaml:"max-binlog-size"`
 }
 
 // ServeUser is one account of the binlog service.
@@ -204,6 +211,9 @@ func Parse(b []byte) (*Config, error) {
 				Hint: "export " + unset + " before running sluice"}
 		}
 	}
+	if err := c.expandSources(); err != nil {
+		return nil, err
+	}
 	if c.present["serve"] && !c.present["target"] && !c.present["tables"] {
 		// A pure binlog server serves the whole binlog.
 		c.Tables.Include = []string{"*.*"}
@@ -255,6 +265,9 @@ func (c *Config) Validate() error {
 		if _, _, err := dbconn.TLSConfig(ep, role); err != nil {
 			return err
 		}
+	}
+	if err := c.validateSources(); err != nil {
+		return err
 	}
 	if c.Name == "" || strings.ContainsAny(c.Name, "/\\ ") {
 		return bad("name", "must be a non-empty word")
