@@ -20,8 +20,6 @@ const (
 	headerSize = replication.EventHeaderSize
 	// fdeFixed: binlog_version(2) + server_version(50) + create_timestamp(4) + header_length(1).
 	fdeFixed = 2 + 50 + 4 + 1
-	// MariaDB GTID event flag: the group is one statement without BEGIN.
-	flStandalone = 1
 )
 
 var magic = replication.BinLogFileHeader
