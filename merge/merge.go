@@ -54,7 +54,8 @@ type Merger struct {
 	mu      sync.Mutex
 	st      state // GTID state of what is written
 	txns    uint64
-	waiting string // the source the merge waits for, "" when none
+	ckpt    map[string]sluice.Position // the last checkpoint written
+	waiting string                     // the source the merge waits for, "" when none
 	since   time.Time
 }
 
@@ -146,6 +147,19 @@ func (m *Merger) Run(ctx context.Context) error {
 	tick := time.NewTicker(m.cfg.Poll)
 	defer tick.Stop()
 	for {
+		if m.file == "" {
+			// A new merged binlog opens its first file as soon as one
+			// source's format is known, so that replicas can connect
+			// before the first transaction.
+			m.fmtMu.Lock()
+			fm := m.first
+			m.fmtMu.Unlock()
+			if fm != nil {
+				if err := m.rotate(uint32(time.Now().Unix()), fm); err != nil {
+					return err
+				}
+			}
+		}
 		for {
 			f := m.pick()
 			if f == nil {
@@ -320,7 +334,7 @@ func (m *Merger) setWaiting(name string) {
 func (m *Merger) emit(f *feed) error {
 	t := f.head
 	if m.file == "" || m.size >= m.cfg.MaxFileSize {
-		if err := m.rotate(t); err != nil {
+		if err := m.rotate(t.ts, t.f); err != nil {
 			return err
 		}
 	}
@@ -387,8 +401,8 @@ func (m *Merger) emit(f *feed) error {
 
 // rotate ends the current file (if any) with a Rotate event and opens the
 // next: format description, Gtid_list of the state so far, checkpoint.
-func (m *Merger) rotate(t *txn) error {
-	ts := max(t.ts, uint32(time.Now().Unix()))
+func (m *Merger) rotate(ts uint32, fm *format) error {
+	ts = max(ts, uint32(time.Now().Unix()))
 	next := m.pendingNext
 	if next == "" {
 		next = fmt.Sprintf("%s.%06d", m.cfg.Base, m.fileNo+1)
@@ -412,7 +426,7 @@ func (m *Merger) rotate(t *txn) error {
 	st := m.st.clone()
 	m.mu.Unlock()
 	for _, mk := range []func(at int64) []byte{
-		func(at int64) []byte { return fdeEvent(*t.f, m.cfg.ServerID, ts, at) },
+		func(at int64) []byte { return fdeEvent(*fm, m.cfg.ServerID, ts, at) },
 		func(at int64) []byte { return gtidListEvent(st, m.cfg.ServerID, ts, at) },
 		func(at int64) []byte { return checkpointEvent(next, m.cfg.ServerID, ts, at) },
 	} {

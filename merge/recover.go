@@ -275,5 +275,24 @@ func (m *Merger) writeCheckpoint() error {
 	if err != nil {
 		return err
 	}
-	return dumpfmt.WriteFileAtomic(m.cfg.Dir, CheckpointName, b)
+	if err := dumpfmt.WriteFileAtomic(m.cfg.Dir, CheckpointName, b); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.ckpt = ck.Sources
+	m.mu.Unlock()
+	return nil
+}
+
+// Checkpointed returns, per source name, the position in its relay up to
+// which the merged binlog durably holds its transactions: the relay's
+// files before it are no longer needed by the merge.
+func (m *Merger) Checkpointed() map[string]sluice.Position {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]sluice.Position, len(m.ckpt))
+	for k, v := range m.ckpt {
+		out[k] = v
+	}
+	return out
 }

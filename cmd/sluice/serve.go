@@ -44,6 +44,16 @@ With a target: in the task file, serve also replicates to it, as
 			if err != nil {
 				return err
 			}
+			if len(cfg.Sources) > 0 {
+				// sources: a global binlog of several sources (the task file
+				// refuses source: and target: beside it).
+				if err := cfg.Require("serve"); err != nil {
+					return err
+				}
+				return replicate.RunGlobalServe(c.Context(), cfg, c.OutOrStdout(), func(addr string) {
+					fmt.Fprintf(c.OutOrStdout(), "serving on %s\n", addr)
+				})
+			}
 			if err := cfg.Require("source", "serve"); err != nil {
 				return err
 			}

@@ -1,0 +1,367 @@
+package replicate
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/binlog"
+	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/internal/dumpfmt"
+	"github.com/sluice-db/sluice/merge"
+	"github.com/sluice-db/sluice/relay"
+	"github.com/sluice-db/sluice/serve"
+	"github.com/sluice-db/sluice/task"
+)
+
+// GlobalStatusFile, in the task directory, is the global binlog's status,
+// refreshed every second.
+const GlobalStatusFile = "global-status.json"
+
+// GlobalStatus is the global binlog's status: the merge's, and what each
+// source's relay last heard from its source.
+type GlobalStatus struct {
+	Updated time.Time          `json:"updated"`
+	Merge   merge.Status       `json:"merge"`
+	Sources []GlobalSourceStat `json:"sources"`
+}
+
+// GlobalSourceStat is one source's part of GlobalStatus.
+type GlobalSourceStat struct {
+	Name     string          `json:"name"`
+	DomainID uint32          `json:"domain_id"`
+	Relay    sluice.Position `json:"relay"`
+	Heard    time.Time       `json:"heard"`
+	Merged   sluice.Position `json:"merged"`
+}
+
+// globalSource is one source of the global binlog at run time.
+type globalSource struct {
+	cfg  task.Source
+	bcfg binlog.Config
+	log  *relay.Log
+	pos  sluice.Position // where its relay continues
+	// start is the source's GTID position at its relay's start.
+	start string
+
+	mu sync.Mutex
+	w  *relay.Writer
+}
+
+func (g *globalSource) heard() (sluice.Position, time.Time) {
+	g.mu.Lock()
+	w := g.w
+	g.mu.Unlock()
+	if w == nil {
+		return sluice.Position{}, time.Time{}
+	}
+	return WriterHeard(w)
+}
+
+// RunGlobalServe runs the global binlog of a task file with sources::
+// each source's binlog is copied into its own relay log (dir/relay/<name>),
+// the relays are merged into one binlog (dir/global), and that binlog is
+// served over the MySQL replication protocol until ctx ends. A restart
+// continues every relay and the merged binlog where their complete data
+// ends.
+func RunGlobalServe(ctx context.Context, t *task.Config, out io.Writer, ready func(addr string)) error {
+	logf := func(format string, a ...any) { fmt.Fprintf(out, "serve %s: %s\n", t.Name, fmt.Sprintf(format, a...)) }
+	rc, err := FromTask(t)
+	if err != nil {
+		return err
+	}
+	srcs := make([]*globalSource, len(t.Sources))
+	for i, s := range t.Sources {
+		g, err := openGlobalSource(ctx, t, rc, s, logf)
+		if err != nil {
+			return err
+		}
+		defer g.log.Close()
+		srcs[i] = g
+	}
+	gdir := filepath.Join(t.Dir, "global")
+	gcfg := relay.DefaultConfig(gdir)
+	// The merge's checkpoint must never run ahead of the merged data.
+	gcfg.Sync, gcfg.Retain, gcfg.Flavor = relay.SyncCommit, rc.Relay.Retain, "mariadb"
+	glog, err := relay.Open(gcfg)
+	if err != nil {
+		return err
+	}
+	defer glog.Close()
+	gw, err := glog.NewWriter()
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	mcfg := merge.DefaultConfig(gdir, t.Serve.ServerID)
+	if t.Serve.MaxBinlogSize > 0 {
+		mcfg.MaxFileSize = t.Serve.MaxBinlogSize
+	}
+	msrcs := make([]merge.Source, len(srcs))
+	for i, g := range srcs {
+		msrcs[i] = merge.Source{Name: g.cfg.Name, DomainID: *g.cfg.DomainID, ServerID: g.cfg.ServerID, Start: g.start,
+			Open: MergeInput(g.log), Heard: g.heard}
+	}
+	m, err := merge.New(mcfg, msrcs, MergeOutput(glog, gw))
+	if err != nil {
+		return err
+	}
+	srv, err := newServer(t, ServeGlobal(glog, m), out)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", t.Serve.Listen)
+	if err != nil {
+		return &sluice.Error{Op: "serve: listen on " + t.Serve.Listen, Err: err, Hint: "pick a free address for serve.listen"}
+	}
+	logf("global binlog of %d sources in %s; serving it on %s", len(srcs), gdir, ln.Addr())
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, len(srcs)+2)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	for _, g := range srcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.fetch(rctx); err != nil {
+				errc <- fmt.Errorf("source %s: %w", g.cfg.Name, err)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// The merge reads each relay from its start: wait until the
+		// writer has made it (a new relay has no file before).
+		for _, g := range srcs {
+			if err := g.log.WaitFor(rctx, g.pos); err != nil {
+				if rctx.Err() == nil {
+					errc <- err
+				}
+				return
+			}
+		}
+		if err := m.Run(rctx); err != nil {
+			errc <- err
+		}
+	}()
+	purgeEvery, _ := time.ParseDuration(t.Serve.PurgeInterval) // checked by the task file
+	wg.Add(2)
+	go func() { defer wg.Done(); retainServed(rctx, glog, purgeEvery, logf) }()
+	go func() { defer wg.Done(); globalStatusLoop(rctx, t.Dir, m, srcs, logf) }()
+	var ferr error
+	select {
+	case <-ctx.Done():
+	case ferr = <-errc:
+	}
+	cancel()
+	ln.Close()
+	srv.Close()
+	wg.Wait()
+	if err := <-served; err != nil && ferr == nil && !errors.Is(err, net.ErrClosed) {
+		ferr = err
+	}
+	return ferr
+}
+
+// openGlobalSource checks a source and opens its relay.
+func openGlobalSource(ctx context.Context, t *task.Config, rc Config, s task.Source, logf func(string, ...any)) (*globalSource, error) {
+	g := &globalSource{cfg: s}
+	g.bcfg = binlog.DefaultConfig(s.Endpoint)
+	g.bcfg.ServerID = binlog.ServerIDFor(t.Name + "/" + s.Name)
+	if t.Incremental.ServerID != 0 {
+		g.bcfg.ServerID = t.Incremental.ServerID
+	}
+	// Heartbeats feed the merge's watermark: an idle source holds the
+	// other sources' transactions back for up to one period.
+	g.bcfg.Heartbeat = 500 * time.Millisecond
+	g.bcfg.Notify = func(format string, a ...any) { logf("source %s: %s", s.Name, fmt.Sprintf(format, a...)) }
+	info, err := binlog.Check(ctx, g.bcfg)
+	if err != nil {
+		return nil, err
+	}
+	if info.Flavor != "mariadb" {
+		return nil, &sluice.Error{Op: "global binlog: source " + s.Name, Err: fmt.Errorf("%w: %s is %s", sluice.ErrConfig, s.Addr(), info.Version),
+			Hint: "the global binlog merges MariaDB sources (their GTID domains keep the sources apart); serve a MySQL source alone with source:"}
+	}
+	g.bcfg.Flavor, g.bcfg.ServerTLS = info.Flavor, info.TLS
+	lc := rc.Relay
+	lc.Dir, lc.Flavor = filepath.Join(t.Dir, "relay", s.Name), info.Flavor
+	if g.log, err = relay.Open(lc); err != nil {
+		return nil, err
+	}
+	g.pos = g.log.End()
+	if g.pos.File == "" {
+		if g.pos, err = globalStart(ctx, s, info, g.bcfg); err != nil {
+			g.log.Close()
+			return nil, err
+		}
+		g.start = g.pos.GTIDSet
+	} else if g.start, err = relayHeadGTID(ctx, g.log); err != nil {
+		g.log.Close()
+		return nil, err
+	}
+	logf("source %s (%s, domain %d): relay in %s from %s", s.Name, s.Addr(), *s.DomainID, lc.Dir, g.pos)
+	return g, nil
+}
+
+// globalStart is where a new source relay begins: the source's own
+// start, or its current position.
+func globalStart(ctx context.Context, s task.Source, info *binlog.Info, bcfg binlog.Config) (sluice.Position, error) {
+	want := sluice.Position{File: s.BinlogFile, Pos: s.BinlogPos, GTIDSet: s.GTIDSet, Flavor: info.Flavor}
+	switch {
+	case want.GTIDSet != "":
+		p, err := binlog.ResolveGTID(ctx, bcfg, want.GTIDSet)
+		if err != nil {
+			return want, err
+		}
+		want.File, want.Pos = p.File, p.Pos
+	case want.File == "":
+		db, err := dbconn.Open(ctx, "source", s.Endpoint, dbconn.Options{MaxOpen: 1})
+		if err != nil {
+			return want, err
+		}
+		defer db.Close()
+		var a, b any
+		if err := db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&want.File, &want.Pos, &a, &b); err != nil {
+			return want, dbconn.Classify(err, "source", s.Endpoint)
+		}
+		fallthrough
+	default:
+		g, err := gtidAt(ctx, s.Endpoint, want)
+		if err != nil {
+			return want, err
+		}
+		want.GTIDSet = g
+	}
+	if want.Pos < 4 {
+		want.Pos = 4
+	}
+	return want, binlog.CheckPosition(info, want, s.Endpoint)
+}
+
+// relayHeadGTID is the GTID position at the start of a relay: the
+// Gtid_list at the head of its first file.
+func relayHeadGTID(ctx context.Context, l *relay.Log) (string, error) {
+	r, err := l.NewReader(sluice.Position{}, nil)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	set := ""
+	for i := 0; i < 3; i++ {
+		ev, err := r.NextRaw(ctx)
+		if err != nil {
+			break // a relay of its head only: nothing more to read
+		}
+		set = ev.Pos.GTIDSet
+	}
+	return set, nil
+}
+
+// fetch copies the source's binlog into its relay; the binlog reader
+// reconnects by itself (a source that is down holds the merge back until
+// it returns), what reaches here is fatal.
+func (g *globalSource) fetch(ctx context.Context) error {
+	w, err := g.log.NewWriter()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	br, err := binlog.NewReader(g.bcfg)
+	if err != nil {
+		return err
+	}
+	defer br.Close()
+	if err := br.Start(ctx, w.Resume(g.pos)); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.w = w
+	g.mu.Unlock()
+	err = w.Run(ctx, br)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// newServer builds the binlog service of the task's serve: section.
+func newServer(t *task.Config, b serve.Binlog, out io.Writer) (*serve.Server, error) {
+	users := make([]serve.User, len(t.Serve.Users))
+	for i, u := range t.Serve.Users {
+		users[i] = serve.User{Name: u.User, Password: u.Password}
+	}
+	sc := serve.Config{ServerID: t.Serve.ServerID, Users: users, RequireTLS: t.Serve.RequireTLS}
+	if t.Serve.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(t.Serve.TLSCert, t.Serve.TLSKey)
+		if err != nil {
+			return nil, &sluice.Error{Op: "serve: load serve.tls-cert / tls-key", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "give a PEM certificate and its key"}
+		}
+		sc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	srv, err := serve.New(sc, b, slog.New(slog.NewTextHandler(out, nil)))
+	if err != nil {
+		return nil, &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "fix serve: in the task file"}
+	}
+	return srv, nil
+}
+
+// globalStatusLoop refreshes the status file every second, lets each
+// source's relay purge what the merged binlog durably holds, and logs
+// when the merge has been waiting for a source for a while (it is down,
+// or its relay lags) and when that ends.
+func globalStatusLoop(ctx context.Context, dir string, m *merge.Merger, srcs []*globalSource, logf func(string, ...any)) {
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	logged := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		ms := m.Status()
+		ck := m.Checkpointed()
+		st := GlobalStatus{Updated: time.Now(), Merge: ms}
+		for _, g := range srcs {
+			pos, at := g.heard()
+			done := ck[g.cfg.Name]
+			if done.File != "" {
+				g.log.SetApplied(done)
+			}
+			st.Sources = append(st.Sources, GlobalSourceStat{Name: g.cfg.Name, DomainID: *g.cfg.DomainID, Relay: g.log.End(), Heard: at, Merged: done})
+			if ms.Waiting == g.cfg.Name && logged != g.cfg.Name && time.Since(ms.WaitingSince) > 3*time.Second {
+				heard := "nothing heard from it since sluice started"
+				if !at.IsZero() {
+					heard = fmt.Sprintf("last heard from it at %s, at %s", at.UTC().Format(time.RFC3339), pos)
+				}
+				logf("global binlog: waiting for source %s (%s; is it down?): the other sources' newer transactions wait until it is heard from again, so that the order by commit time holds", g.cfg.Name, heard)
+				logged = g.cfg.Name
+			}
+		}
+		if logged != "" && ms.Waiting != logged {
+			logf("global binlog: source %s heard from again; merging", logged)
+			logged = ""
+		}
+		if b, err := json.Marshal(st); err == nil {
+			_ = dumpfmt.WriteFileAtomic(dir, GlobalStatusFile, b)
+		}
+	}
+}
