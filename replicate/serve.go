@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-db/sluice"
@@ -58,16 +59,70 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	tk := &Task{cfg: rc, log: out, stage: StageRunning, started: time.Now(), rlog: rlog}
+	m := newMetrics(rc.Name)
+	if rc.MetricsAddr != "" {
+		addr, err := m.serve(rc.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		defer m.close()
+		tk.metAddr = addr
+		logf("metrics on http://%s/metrics", addr)
+	}
+	tk.serving(srv, ln.Addr().String(), m)
 	stop := startServe(srv, ln)
 	purgeEvery, _ := time.ParseDuration(t.Serve.PurgeInterval) // checked by the task file
-	go retainServed(rctx, rlog, purgeEvery, logf)
-	tk := &Task{cfg: rc}
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); retainServed(rctx, rlog, purgeEvery, logf) }()
+	go func() { defer bg.Done(); serveStatusLoop(rctx, tk, m) }()
 	ferr := tk.fetch(rctx, rlog, bcfg, pos)
 	cancel()
+	bg.Wait()
 	if err := stop(); ferr == nil {
 		ferr = err
 	}
+	st := serveStatus(tk)
+	st.Stage, st.Serve = StageStopped, nil
+	if ferr != nil {
+		st.Stage, st.Error = StageFailed, oneLine(ferr)
+	}
+	_ = WriteStatus(rc.Dir, st)
 	return ferr
+}
+
+// serveStatus is a pure binlog server's status: no applier, so the lag is
+// the relay's behind the source.
+func serveStatus(tk *Task) Status {
+	s := tk.Status()
+	s.LagSeconds = 0
+	tk.mu.Lock()
+	w := tk.writer
+	tk.mu.Unlock()
+	if w != nil {
+		if _, _, lastTS, _ := w.SourceStatus(); lastTS != 0 && before(s.Relay, s.Source) {
+			s.LagSeconds = lagSince(time.Now(), lastTS)
+		}
+	}
+	return s
+}
+
+// serveStatusLoop refreshes status.json and the metrics of a pure binlog
+// server until ctx ends.
+func serveStatusLoop(ctx context.Context, tk *Task, m *metrics) {
+	tick := time.NewTicker(tk.cfg.StatusEvery)
+	defer tick.Stop()
+	for {
+		s := serveStatus(tk)
+		m.update(s)
+		_ = WriteStatus(tk.cfg.Dir, s)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // listenServe builds the binlog service over rlog and opens its listener.

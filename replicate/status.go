@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/apply"
 	"github.com/sluice-db/sluice/internal/private"
+	"github.com/sluice-db/sluice/serve"
 )
 
 // Stages of a task.
@@ -100,6 +101,15 @@ type Status struct {
 	RelayFiles  int    `json:"relay_files"`
 	MetricsAddr string `json:"metrics_addr,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// Serve is the binlog service, for a task with serve:.
+	Serve *ServeStatus `json:"serve,omitempty"`
+}
+
+// ServeStatus is the binlog service of a task that serves its relay log.
+type ServeStatus struct {
+	Addr string `json:"addr"`
+	// Replicas are the dumps in progress (replicas and tools reading).
+	Replicas []serve.DumpStats `json:"replicas"`
 }
 
 // WriteStatus replaces dir/status.json atomically.

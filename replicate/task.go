@@ -24,6 +24,9 @@ import (
 	"github.com/sluice-db/sluice/internal/private"
 	"github.com/sluice-db/sluice/relay"
 	"github.com/sluice-db/sluice/schema"
+	"github.com/sluice-db/sluice/serve"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Task runs one replication task. Run may be called once.
@@ -51,6 +54,9 @@ type Task struct {
 	read    sluice.Position
 	metAddr string
 	met     *metrics // counts errors (setStage)
+	// srv is the binlog service of a task with serve:, while it runs.
+	srv     *serve.Server
+	srvAddr string
 	// Pause and Resume: a paused task has stopped reading and applying
 	// (its run context cancelled) until resumed.
 	runCancel context.CancelFunc
@@ -206,8 +212,10 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 		if t.cfg.ServeReady != nil {
 			t.cfg.ServeReady(ln.Addr().String())
 		}
+		t.serving(srv, ln.Addr().String(), m)
 		stop := startServe(srv, ln)
 		defer func() {
+			t.serving(nil, "", nil)
 			if err := stop(); err != nil {
 				t.logf("serve: %v", err)
 			}
@@ -648,6 +656,9 @@ func (t *Task) Status() Status {
 	case before(t.read, s.Source) && before(s.Applied, s.Source) && lastTS != 0:
 		s.LagSeconds = lagSince(now, lastTS)
 	}
+	if t.srv != nil {
+		s.Serve = &ServeStatus{Addr: t.srvAddr, Replicas: t.srv.Stats()}
+	}
 	if !t.prevAt.IsZero() {
 		if d := now.Sub(t.prevAt).Seconds(); d > 0.2 {
 			s.EventsPerSec = float64(s.Events-t.prevEvts) / d
@@ -690,6 +701,17 @@ func (t *Task) statusLoop(ctx context.Context, m *metrics) {
 		case <-tick.C:
 		}
 	}
+}
+
+// serving records the binlog service the task runs (nil when it stops)
+// and adds its metrics to the task's.
+func (t *Task) serving(srv *serve.Server, addr string, m *metrics) {
+	if srv != nil && m != nil {
+		prometheus.WrapRegistererWith(prometheus.Labels{"task": t.cfg.Name}, m.reg).MustRegister(srv.Collectors()...)
+	}
+	t.mu.Lock()
+	t.srv, t.srvAddr = srv, addr
+	t.mu.Unlock()
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -91,6 +91,9 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, users: [{user: repl, password: "
 	sb("--threads=4", "--events=3000", "--time=0", "run")
 	end := masterStatus(t, db)
 	waitReplica(t, rdb, end, func(sluice.Position) {}) // it polls the replica itself
+	if st := tk.Status(); st.Serve == nil || len(st.Serve.Replicas) != 1 || st.Serve.Replicas[0].Txns == 0 || st.Serve.Addr != addr {
+		t.Fatalf("the task's status does not show the replica's dump: %+v", st.Serve)
+	}
 	ddb := sandboxtest.MustOpen(t, dst, "")
 	for _, tb := range []string{"sb.sbtest1", "sb.sbtest2"} {
 		want := checksum(t, db, tb)

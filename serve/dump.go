@@ -84,6 +84,9 @@ func (h *session) dump(data []byte) error {
 		crc = false
 	}
 	d := &dumper{h: h, crc: crc, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want}
+	var done func()
+	d.stat, done = h.s.newDumpStat(h, replicaID, sluice.Position{File: name, Pos: pos})
+	defer done()
 	if err := d.send(artificialRotate(h.s.cfg.ServerID, name, uint64(pos), crc)); err != nil {
 		return err
 	}
@@ -101,9 +104,12 @@ func (h *session) dump(data []byte) error {
 	// may be waiting for new data, ends at once instead of at its next write.
 	dctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	// The socket is taken here: once the dump returns, go-mysql may set
+	// the connection's fields to nil while this read still waits.
+	nc := h.conn.Conn.Conn
 	go func() {
 		var b [1]byte
-		_, _ = h.conn.Conn.Conn.Read(b[:])
+		_, _ = nc.Read(b[:])
 		stop()
 	}()
 	for {
@@ -153,6 +159,7 @@ type dumper struct {
 	annotate bool
 	file     string
 	pos      uint32 // the position after the last event sent
+	stat     *dumpStat
 }
 
 func (d *dumper) event(ev Event) error {
@@ -180,7 +187,12 @@ func (d *dumper) event(ev Event) error {
 			return nil // the replica did not ask for them; it tolerates the gap in positions
 		}
 	}
-	return d.send(d.strip(raw))
+	raw = d.strip(raw)
+	if err := d.send(raw); err != nil {
+		return err
+	}
+	d.sent(raw, ev.Pos, isTxnEnd(ev))
+	return nil
 }
 
 // strip removes an event's checksum for a replica that takes none.

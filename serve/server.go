@@ -56,6 +56,8 @@ type Server struct {
 	conns  map[net.Conn]struct{}
 	byID   map[uint32]net.Conn // connection id -> its connection, for KILL
 	regs   map[uint32]Replica  // connection id -> registered replica
+	dumps  map[*dumpStat]struct{}
+	met    *serveMetrics
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -88,7 +90,7 @@ func New(cfg Config, l Binlog, log *slog.Logger) (*Server, error) {
 	if cfg.RequireTLS {
 		ah = tlsOnly{auth}
 	}
-	return &Server{cfg: cfg, log: l, auth: ah, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{}, regs: map[uint32]Replica{},
+	return &Server{cfg: cfg, log: l, auth: ah, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{}, regs: map[uint32]Replica{}, dumps: map[*dumpStat]struct{}{}, met: newServeMetrics(),
 		srv: server.NewServer(Version, mysql.DEFAULT_COLLATION_ID, mysql.AUTH_NATIVE_PASSWORD, nil, cfg.TLS)}, nil
 }
 
@@ -145,12 +147,12 @@ func (s *Server) register(id uint32, r Replica) {
 }
 
 // replicas lists the connected, registered replicas.
-func (s *Server) replicas() []Replica {
+func (s *Server) replicas() map[uint32]Replica {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Replica, 0, len(s.regs))
-	for _, r := range s.regs {
-		out = append(out, r)
+	out := make(map[uint32]Replica, len(s.regs))
+	for id, r := range s.regs {
+		out[id] = r
 	}
 	return out
 }

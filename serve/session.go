@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -59,11 +60,7 @@ func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 		return resultset([]string{"File", "Position", "Binlog_Do_DB", "Binlog_Ignore_DB"},
 			[][]any{{end.File, uint64(end.Pos), "", ""}})
 	case lq == "show slave hosts", lq == "show replica hosts":
-		var rows [][]any
-		for _, r := range h.s.replicas() {
-			rows = append(rows, []any{uint64(r.ServerID), r.Host, uint64(r.Port), uint64(h.s.cfg.ServerID)})
-		}
-		return resultset([]string{"Server_id", "Host", "Port", "Master_id"}, rows)
+		return h.showReplicas()
 	case showEventsRe.MatchString(q):
 		return h.showEvents(showEventsRe.FindStringSubmatch(q))
 	case lq == "show binary logs", lq == "show master logs":
@@ -327,4 +324,33 @@ func parseRegister(b []byte) Replica {
 		r.Port = binary.LittleEndian.Uint16(b)
 	}
 	return r
+}
+
+// showReplicas is SHOW SLAVE HOSTS: MariaDB's four columns for each
+// registered replica, then what the service measures of its dump (empty
+// while it has none): position sent, lag, counts and DT percentiles.
+func (h *session) showReplicas() (*mysql.Result, error) {
+	dumps := map[uint32]DumpStats{}
+	for _, d := range h.s.Stats() {
+		dumps[d.ConnID] = d
+	}
+	regs := h.s.replicas()
+	ids := make([]uint32, 0, len(regs))
+	for id := range regs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var rows [][]any
+	for _, id := range ids {
+		r := regs[id]
+		row := []any{uint64(r.ServerID), r.Host, uint64(r.Port), uint64(h.s.cfg.ServerID)}
+		if d, ok := dumps[id]; ok {
+			row = append(row, d.File, uint64(d.Pos), d.LagSeconds, d.Events, d.Bytes, d.Txns, d.DelayP50Ms, d.DelayP99Ms)
+		} else {
+			row = append(row, "", nil, nil, nil, nil, nil, nil, nil)
+		}
+		rows = append(rows, row)
+	}
+	return resultset([]string{"Server_id", "Host", "Port", "Master_id",
+		"Binlog_file", "Binlog_pos", "Lag_seconds", "Events_sent", "Bytes_sent", "Transactions_sent", "Delay_p50_ms", "Delay_p99_ms"}, rows)
 }

@@ -107,6 +107,13 @@ func printStatus(w io.Writer, s replicate.Status, running bool, dir string) {
 		row("metrics", "http://"+s.MetricsAddr+"/metrics")
 	}
 	row("updated", s.Updated.Local().Format(time.RFC3339))
+	if sv := s.Serve; sv != nil {
+		row("serving", fmt.Sprintf("on %s, %d dumps in progress", sv.Addr, len(sv.Replicas)))
+		for _, r := range sv.Replicas {
+			row("  replica", fmt.Sprintf("server_id %d from %s at %s:%d, lag %.1f s, sent %d events, %d transactions, %.1f MB, DT p50 %.0f ms p99 %.0f ms",
+				r.ServerID, r.Addr, r.File, r.Pos, r.LagSeconds, r.Events, r.Txns, float64(r.Bytes)/1e6, r.DelayP50Ms, r.DelayP99Ms))
+		}
+	}
 	if c := s.Copy; c != nil {
 		eta := ""
 		if c.ETASeconds > 0 {
