@@ -34,7 +34,12 @@ names and positions, by file and position or by GTID (MASTER_USE_GTID). A
 restart continues where the relay's complete data ends.
 
 With a target: in the task file, serve also replicates to it, as
-'sluice migrate --mode incremental' does, and serves the same relay log.`,
+'sluice migrate --mode incremental' does, and serves the same relay log.
+
+With sources: [{name, host, port, user, password, domain-id}] instead of
+source:, serve relays every source and serves one global binlog that merges
+them by commit time, each source's transactions in its own GTID domain
+(docs/manual/global-binlog.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if config == "" {
