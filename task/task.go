@@ -45,6 +45,10 @@ type Config struct {
 	// serve merges into one global binlog (sources.go).
 	Sources []Source `yaml:"sources"`
 
+	// Sink sends the changes somewhere that is not a database, instead of
+	// target: (docs/manual/kafka.md).
+	Sink Sink `yaml:"sink"`
+
 	// path is where the file was read from, for relative paths.
 	path string
 	// present are the top-level keys the file sets (Require).
@@ -101,6 +105,30 @@ type Serve struct {
 	// starts a new file (default 256 MiB).
 	MaxBinlogSize int64 `yaml:"max-binlog-size"`
 }
+
+// Sink is a non-database destination; one of its fields is set.
+type Sink struct {
+	Kafka *KafkaSink `yaml:"kafka"`
+}
+
+// KafkaSink is sink: {kafka: ...}: change events on Kafka, exactly once.
+type KafkaSink struct {
+	Brokers     []string `yaml:"brokers"`
+	TopicPrefix string   `yaml:"topic-prefix"`
+	// Format is debezium (the default) or canal-json.
+	Format string `yaml:"format"`
+	// Schema adds the Kafka Connect schema to each Debezium event.
+	Schema bool `yaml:"schema"`
+	// DecimalHandling is Debezium's decimal.handling.mode: precise (default), string, double.
+	DecimalHandling string `yaml:"decimal-handling"`
+	// CreateTopics creates missing topics (default true).
+	CreateTopics *bool `yaml:"create-topics"`
+	// Partitions of the topics the sink creates (default 1).
+	Partitions int32 `yaml:"partitions"`
+}
+
+// HasSink reports whether the task writes to a sink instead of a target.
+func (c *Config) HasSink() bool { return c.Sink.Kafka != nil }
 
 // ServeUser is one account of the binlog service.
 type ServeUser struct {
@@ -317,6 +345,25 @@ func (c *Config) Validate() error {
 	case "", "stop", "skip":
 	default:
 		return bad("incremental.on-missing-row", "must be stop or skip")
+	}
+	if c.present["sink"] {
+		if c.Sink.Kafka == nil {
+			return bad("sink", "names no sink (use sink: {kafka: {brokers: [host:port], topic-prefix: P}})")
+		}
+		if c.present["target"] {
+			return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: both target: and sink: are set", sluice.ErrConfig), Hint: "a task writes to a target database or to a sink: remove one of them"}
+		}
+		if len(c.Sink.Kafka.Brokers) == 0 {
+			return bad("sink.kafka.brokers", "is empty (e.g. [127.0.0.1:9092])")
+		}
+		if c.Sink.Kafka.TopicPrefix == "" {
+			return bad("sink.kafka.topic-prefix", "is empty (e.g. dbserver1)")
+		}
+		switch c.Sink.Kafka.Format {
+		case "", "debezium", "canal-json":
+		default:
+			return bad("sink.kafka.format", "must be debezium or canal-json")
+		}
 	}
 	if c.present["serve"] {
 		if c.Serve.Listen == "" {

@@ -132,8 +132,14 @@ chunks from a new snapshot.
 snapshot's binlog position; --mode incremental runs only the replication.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := f.loadTask("source", "target")
+			cfg, err := f.loadTask("source")
 			if err != nil {
+				return err
+			}
+			if cfg.HasSink() {
+				return runSinkMigrate(c.Context(), cfg, mode, c.OutOrStdout())
+			}
+			if err := cfg.Require("target"); err != nil {
 				return err
 			}
 			return runMigrate(c.Context(), cfg, &f, mode, c.OutOrStdout())

@@ -1,0 +1,458 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/binlog"
+	"github.com/sluice-db/sluice/decode"
+	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/internal/private"
+	"github.com/sluice-db/sluice/relay"
+	"github.com/sluice-db/sluice/schema"
+	"github.com/sluice-db/sluice/sink/kafka"
+	"github.com/sluice-db/sluice/task"
+)
+
+// SinkTask replicates a source into the Kafka sink instead of a target
+// database: the binlog reader feeds the relay as for any task, and a relay
+// reader feeds the decoder and the sink. The checkpoint lives in Kafka,
+// committed in the same Kafka transaction as the events.
+type SinkTask struct {
+	t    *Task // the relay half (fetch) and the task's settings
+	kcfg kafka.Config
+
+	events   atomic.Uint64
+	restarts atomic.Int64
+	mu       sync.Mutex
+	stage    string
+	lastErr  string
+	sink     *kafka.Sink
+	base     kafka.Stats
+}
+
+// SinkFromTask maps a task file with sink: {kafka: ...} to the two configs.
+func SinkFromTask(tc *task.Config) (Config, kafka.Config, error) {
+	rc, err := FromTask(tc)
+	if err != nil {
+		return rc, kafka.Config{}, err
+	}
+	ks := tc.Sink.Kafka
+	if ks == nil {
+		return rc, kafka.Config{}, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: no sink.kafka", sluice.ErrConfig), Hint: "add sink: {kafka: {brokers: [host:port], topic-prefix: P}}"}
+	}
+	kc := kafka.DefaultConfig(tc.Name)
+	kc.Brokers, kc.TopicPrefix = ks.Brokers, ks.TopicPrefix
+	if ks.Format != "" {
+		kc.Format = ks.Format
+	}
+	kc.Schema = ks.Schema
+	if ks.DecimalHandling != "" {
+		kc.DecimalHandling = ks.DecimalHandling
+	}
+	if ks.CreateTopics != nil {
+		kc.CreateTopics = *ks.CreateTopics
+	}
+	if ks.Partitions > 0 {
+		kc.Partitions = ks.Partitions
+	}
+	return rc, kc, kc.Validate()
+}
+
+// NewSinkTask validates the configs. Messages go to out.
+func NewSinkTask(cfg Config, kcfg kafka.Config, out io.Writer) (*SinkTask, error) {
+	t, err := New(cfg, out)
+	if err != nil {
+		return nil, err
+	}
+	if err := kcfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &SinkTask{t: t, kcfg: kcfg, stage: StageStarting}, nil
+}
+
+// Run replicates until ctx ends (a clean stop returns nil) or a fatal
+// error. start is the snapshot position for a task without a checkpoint
+// (nil: Config.Start).
+func (s *SinkTask) Run(ctx context.Context, start *sluice.Position) error {
+	t := s.t
+	t.mu.Lock()
+	t.started = time.Now()
+	t.mu.Unlock()
+	if err := private.MkdirAll(t.cfg.Dir); err != nil {
+		return fmt.Errorf("replicate: %w", err)
+	}
+	unlock, err := lockDir(t.cfg.Dir, t.cfg.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = s.run(ctx, start)
+	st := s.Status()
+	st.Stage = StageStopped
+	if err != nil {
+		st.Stage, st.Error = StageFailed, oneLine(err)
+	}
+	_ = WriteStatus(t.cfg.Dir, st)
+	return err
+}
+
+func (s *SinkTask) run(ctx context.Context, start *sluice.Position) error {
+	t := s.t
+	bcfg := t.cfg.Binlog
+	bcfg.Source = t.cfg.Source
+	if bcfg.Notify == nil {
+		bcfg.Notify = t.logf
+	}
+	info, err := binlog.Check(ctx, bcfg)
+	if err != nil {
+		return err
+	}
+	bcfg.Flavor, bcfg.ServerTLS = info.Flavor, info.TLS
+	t.cfg.Relay.Flavor, t.cfg.Decode.Flavor = info.Flavor, info.Flavor
+
+	pos, err := s.startPosition(ctx, start, info, bcfg)
+	if err != nil {
+		return err
+	}
+	rlog, err := relay.Open(t.cfg.Relay)
+	if err != nil {
+		return err
+	}
+	defer rlog.Close()
+	if !rlog.Has(pos) {
+		if err := binlog.CheckPosition(info, pos, t.cfg.Source); err != nil {
+			return err
+		}
+		if err := rlog.Reset(); err != nil {
+			return err
+		}
+	}
+	rlog.SetApplied(pos)
+	t.mu.Lock()
+	t.rlog = rlog
+	t.mu.Unlock()
+	t.logf("source %s (%s), kafka sink %v topic prefix %s, from %s; relay in %s", t.cfg.Source, info.Flavor, s.kcfg.Brokers, s.kcfg.TopicPrefix, pos, t.cfg.Relay.Dir)
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Add(3)
+	go func() { defer wg.Done(); errs <- t.fetch(rctx, rlog, bcfg, pos) }()
+	go func() { defer wg.Done(); errs <- s.sinkLoop(rctx, rlog) }()
+	go func() { defer wg.Done(); s.statusLoop(rctx, rlog); errs <- nil }()
+	var first error
+	for i := 0; i < 3; i++ {
+		err := <-errs
+		if err != nil && !errors.Is(err, context.Canceled) && first == nil {
+			first = err
+		}
+		cancel()
+	}
+	wg.Wait()
+	if first == nil {
+		t.logf("stopped at %s", s.Status().Applied)
+	}
+	return first
+}
+
+// startPosition opens the sink once to read the checkpoint from Kafka, and
+// seeds it for a new task: the start position and the source's schema.
+func (s *SinkTask) startPosition(ctx context.Context, start *sluice.Position, info *binlog.Info, bcfg binlog.Config) (sluice.Position, error) {
+	t := s.t
+	sk, err := kafka.New(s.kcfg)
+	if err != nil {
+		return sluice.Position{}, err
+	}
+	defer sk.Close()
+	cp, ok, err := sk.Open(ctx)
+	if err != nil {
+		return cp.Pos, err
+	}
+	if ok {
+		cp.Pos.Flavor = info.Flavor
+		return cp.Pos, nil
+	}
+	want := t.cfg.Start
+	if start != nil {
+		want = *start
+	}
+	if want.File == "" && want.GTIDSet == "" {
+		return want, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint in Kafka and no start position", sluice.ErrConfig, t.cfg.Name),
+			Hint: "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file"}
+	}
+	want.Flavor = info.Flavor
+	if want.File == "" {
+		p, err := binlog.ResolveGTID(ctx, bcfg, want.GTIDSet)
+		if err != nil {
+			return want, err
+		}
+		want.File, want.Pos = p.File, p.Pos
+	} else if want.GTIDSet == "" && info.Flavor == "mariadb" {
+		if want.GTIDSet, err = gtidAt(ctx, t.cfg.Source, want); err != nil {
+			return want, err
+		}
+	}
+	if want.Pos < 4 {
+		want.Pos = 4
+	}
+	if err := binlog.CheckPosition(info, want, t.cfg.Source); err != nil {
+		return want, err
+	}
+	state, err := seedFromSource(ctx, t.cfg)
+	if err != nil {
+		return want, err
+	}
+	if err := sk.Seed(ctx, want, state); err != nil {
+		return want, err
+	}
+	t.logf("new task: starts at %s", want)
+	return want, nil
+}
+
+// seedFromSource is the schema tracker state of a new sink task: the
+// selected source tables as they are now. A sink task has no target whose
+// tables show the schema at the start position, so a table altered between
+// the start position and now is decoded with its newer definition until
+// the binlog's own DDL catches up (column names come from the events'
+// full row metadata either way).
+func seedFromSource(ctx context.Context, cfg Config) ([]byte, error) {
+	src, err := dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	refs, err := schema.ListTables(ctx, src, cfg.Decode.Selected)
+	if err != nil {
+		return nil, dbconn.Classify(err, "source", cfg.Source)
+	}
+	tracker := schema.NewTracker()
+	for _, ref := range refs {
+		tb, err := schema.Inspect(ctx, src, ref)
+		if errors.Is(err, sluice.ErrUnknownTable) {
+			continue
+		}
+		if err != nil {
+			return nil, dbconn.Classify(err, "source", cfg.Source)
+		}
+		tb.Ref = ref
+		tracker.Put(tb)
+	}
+	return tracker.Snapshot()
+}
+
+// sinkLoop runs the sink from its checkpoint, and again from the
+// checkpoint after a failure Kafka or the network may heal (a broker
+// restart, a lost connection). Errors the user must fix stop the task.
+func (s *SinkTask) sinkLoop(ctx context.Context, rlog *relay.Log) error {
+	t := s.t
+	wait := t.cfg.RetryMin
+	for {
+		began := time.Now()
+		err := s.sinkOnce(ctx, rlog)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if fatalSinkErr(err) {
+			return err
+		}
+		if time.Since(began) > time.Minute {
+			wait = t.cfg.RetryMin
+		}
+		s.restarts.Add(1)
+		s.setStage(StageRetrying, err)
+		t.logf("kafka sink stopped (%v); restarting from the checkpoint in Kafka in %s", oneLine(err), wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		if wait *= 2; wait > t.cfg.RetryMax {
+			wait = t.cfg.RetryMax
+		}
+	}
+}
+
+// fatalSinkErr: errors a retry cannot fix.
+func fatalSinkErr(err error) bool {
+	return errors.Is(err, kafka.ErrUnknownTopic) || errors.Is(err, kafka.ErrNotAuthorized) || errors.Is(err, kafka.ErrFenced) ||
+		errors.Is(err, sluice.ErrConfig) || errors.Is(err, sluice.ErrUnsupportedDDL) || errors.Is(err, sluice.ErrSchemaMismatch) ||
+		errors.Is(err, sluice.ErrBinlogFormat)
+}
+
+func (s *SinkTask) sinkOnce(ctx context.Context, rlog *relay.Log) (err error) {
+	t := s.t
+	sk, err := kafka.New(s.kcfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err == nil && ctx.Err() != nil {
+			// Clean stop: commit what was written, so a restart has less to redo.
+			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = sk.Flush(fctx)
+			cancel()
+		}
+		sk.Close()
+		s.retire(sk)
+	}()
+	cp, ok, err := sk.Open(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("replicate: the checkpoint disappeared from the Kafka offsets topic " + s.kcfg.OffsetsTopic())
+	}
+	pos := cp.Pos
+	pos.Flavor = t.cfg.Decode.Flavor
+	tracker := schema.NewTracker()
+	if cp.SchemaState != nil {
+		if err := tracker.Restore(cp.SchemaState); err != nil {
+			return err
+		}
+	}
+	dcfg := t.cfg.Decode
+	dcfg.GTIDPos = pos.GTIDSet
+	dec, err := decode.New(dcfg, tracker)
+	if err != nil {
+		return err
+	}
+	if err := rlog.WaitFor(ctx, pos); err != nil {
+		return err
+	}
+	r, err := rlog.NewReader(pos, decode.NewParser(dcfg.Flavor))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	s.mu.Lock()
+	s.sink = sk
+	s.mu.Unlock()
+	t.setRead(pos)
+	s.setStage(StageRunning, nil)
+	// The reader waits while the source is idle; a sink that fails
+	// meanwhile (its committer) must still stop the loop.
+	rctx, stopRead := context.WithCancel(ctx)
+	var watch sync.WaitGroup
+	watch.Add(1)
+	defer watch.Wait()
+	defer stopRead()
+	go func() {
+		defer watch.Done()
+		select {
+		case <-sk.Done():
+			stopRead()
+		case <-rctx.Done():
+		}
+	}()
+	for {
+		ev, p, err := r.Next(rctx)
+		if err != nil {
+			if serr := sk.Err(); serr != nil {
+				return serr
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		s.events.Add(1)
+		t.setRead(p)
+		items, err := dec.Feed(ev, p)
+		if err != nil {
+			// Everything before the failing event is committed first.
+			if ferr := sk.Flush(ctx); ferr != nil {
+				return ferr
+			}
+			return err
+		}
+		for i := range items {
+			if err := sk.Write(ctx, items[i]); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *SinkTask) retire(sk *kafka.Sink) {
+	st := sk.Stats()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sink == sk {
+		s.sink = nil
+	}
+	if st.Committed.File != "" {
+		s.base.Committed = st.Committed
+	}
+	s.base.Txns = max(s.base.Txns, st.Txns)
+	s.base.Events += st.Events
+	s.base.DDL += st.DDL
+}
+
+func (s *SinkTask) setStage(stage string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stage, s.lastErr = stage, ""
+	if err != nil {
+		s.lastErr = oneLine(err)
+	}
+}
+
+// Status is a snapshot of the task; Applied is the position committed to
+// Kafka, Txns the source transactions committed since the task began.
+func (s *SinkTask) Status() Status {
+	t := s.t
+	s.mu.Lock()
+	st := Status{Task: t.cfg.Name, Stage: s.stage, PID: os.Getpid(), Updated: time.Now().UTC(), Error: s.lastErr,
+		Restarts: int(s.restarts.Load()), Events: s.events.Load(), Applied: s.base.Committed, Txns: s.base.Txns, Rows: s.base.Events, DDL: s.base.DDL}
+	if s.sink != nil {
+		k := s.sink.Stats()
+		if k.Committed.File != "" {
+			st.Applied = k.Committed
+		}
+		st.Txns = max(st.Txns, k.Txns)
+		st.Rows += k.Events
+		st.DDL += k.DDL
+	}
+	s.mu.Unlock()
+	t.mu.Lock()
+	st.Started = t.started.UTC()
+	if t.rlog != nil {
+		st.Relay = t.rlog.End()
+	}
+	if t.writer != nil {
+		st.Source, _, _, _ = t.writer.SourceStatus()
+	}
+	t.mu.Unlock()
+	if st.Source.File == "" || before(st.Source, st.Relay) {
+		st.Source = st.Relay
+	}
+	return st
+}
+
+// statusLoop refreshes status.json and lets the relay purge what Kafka
+// holds.
+func (s *SinkTask) statusLoop(ctx context.Context, rlog *relay.Log) {
+	tick := time.NewTicker(s.t.cfg.StatusEvery)
+	defer tick.Stop()
+	for {
+		st := s.Status()
+		if st.Applied.File != "" {
+			rlog.SetApplied(st.Applied)
+		}
+		_ = WriteStatus(s.t.cfg.Dir, st)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

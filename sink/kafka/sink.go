@@ -1,0 +1,600 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-db/sluice"
+)
+
+// Checkpoint is what the offsets topic holds for a task: the source
+// position after the last committed transaction, and the schema tracker
+// state to decode from it.
+type Checkpoint struct {
+	Pos         sluice.Position
+	SchemaState []byte
+}
+
+// offsetsRecord is the value of the "<task>" key in the offsets topic.
+type offsetsRecord struct {
+	Task     string          `json:"task"`
+	Position sluice.Position `json:"position"`
+	Txns     uint64          `json:"txns"`
+	Updated  time.Time       `json:"updated"`
+}
+
+// schemaRecord is the value of the "<task>.schema" key: written only when
+// the schema changes, as it may be large.
+type schemaRecord struct {
+	Position sluice.Position `json:"position"`
+	State    []byte          `json:"state"`
+}
+
+// Stats are the sink's counters.
+type Stats struct {
+	Committed sluice.Position // the position of the last committed Kafka transaction
+	Txns      uint64          // source transactions committed
+	Events    uint64          // change events committed
+	DDL       uint64
+	KafkaTxns uint64
+}
+
+// Sink writes the stream to Kafka. Write is called from one goroutine; a
+// background committer ends Kafka transactions between source
+// transactions. After any error the Sink is done: Close it and Open a new
+// one, which resumes from the last committed position.
+type Sink struct {
+	cfg Config
+	cl  *kgo.Client
+	enc *encoder
+
+	mu       sync.Mutex
+	topics   map[string]bool
+	inKafka  bool      // a Kafka transaction is open
+	inSource bool      // between a source Begin and its Commit
+	began    time.Time // when the open Kafka transaction began
+	meta     txnMeta
+	row      int
+	last     sluice.Position // end of the last source transaction written
+	batch    Stats           // counts of the open Kafka transaction
+	state    []byte          // schema state to write with the next commit
+	stats    Stats
+	errMu    sync.Mutex
+	firstErr error // of a produced record (errMu: promises run on the client's goroutines)
+
+	done    chan struct{}
+	err     error
+	errOnce sync.Once
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// New validates cfg.
+func New(cfg Config) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Sink{cfg: cfg, enc: newEncoder(cfg), topics: map[string]bool{}, done: make(chan struct{}), stop: make(chan struct{})}, nil
+}
+
+// Open connects, takes the task's transactional id over (fencing any older
+// producer of the task and aborting its open transaction), and reads the
+// last committed checkpoint (ok false: the task has none yet).
+func (s *Sink) Open(ctx context.Context) (cp Checkpoint, ok bool, err error) {
+	// The coordinator answers CONCURRENT_TRANSACTIONS while it still
+	// completes the previous producer's commit or abort (it aborts a
+	// killed producer's open transaction on this very call); franz-go
+	// retries for a while, and a new client retries longer.
+	for attempt, wait := 0, 200*time.Millisecond; ; attempt++ {
+		if s.cl, err = s.newClient(); err != nil {
+			return cp, false, s.brokerErr("connect", err)
+		}
+		_, _, err = s.cl.ProducerID(ctx)
+		if err == nil {
+			break
+		}
+		s.cl.Close()
+		s.cl = nil
+		if !errors.Is(err, kerr.ConcurrentTransactions) || attempt > 30 || ctx.Err() != nil {
+			return cp, false, s.brokerErr("init the transactional producer "+s.cfg.TransactionalID(), err)
+		}
+		select {
+		case <-ctx.Done():
+			return cp, false, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+	if err := s.ensureTopic(ctx, s.cfg.OffsetsTopic(), 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "1048576"}); err != nil {
+		return cp, false, err
+	}
+	cp, ok, err = s.readCheckpoint(ctx)
+	if err != nil {
+		return cp, false, err
+	}
+	s.last = cp.Pos
+	s.stats.Committed = cp.Pos
+	s.wg.Add(1)
+	go s.committer()
+	return cp, ok, nil
+}
+
+func (s *Sink) newClient() (*kgo.Client, error) {
+	return kgo.NewClient(
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.TransactionalID(s.cfg.TransactionalID()),
+		kgo.TransactionTimeout(s.cfg.TxnTimeout),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20),
+		kgo.MaxBufferedRecords(20000),
+		kgo.UnknownTopicRetries(2),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // Kafka's murmur2 on the key, as Java producers hash
+	)
+}
+
+// readCheckpoint reads the offsets topic up to its last stable offset
+// with read_committed and keeps the task's newest records. Control
+// records are kept so that the end is recognised even when the topic ends
+// with a commit marker.
+func (s *Sink) readCheckpoint(ctx context.Context) (Checkpoint, bool, error) {
+	var cp Checkpoint
+	topic := s.cfg.OffsetsTopic()
+	lreq := kmsg.NewPtrListOffsetsRequest()
+	lreq.IsolationLevel = 1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.Timestamp = 0, -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lreq.Topics = append(lreq.Topics, lt)
+	var end int64 = -1
+	for attempt := 0; ; attempt++ {
+		lresp, err := lreq.RequestWith(ctx, s.cl)
+		if err != nil {
+			return cp, false, s.brokerErr("read the end of "+topic, err)
+		}
+		var perr error
+		for _, t := range lresp.Topics {
+			for _, p := range t.Partitions {
+				if p.Partition == 0 {
+					end, perr = p.Offset, errorForCode(p.ErrorCode)
+				}
+			}
+		}
+		if perr == nil {
+			break
+		}
+		// Leadership of a new topic may still be settling.
+		if attempt > 50 {
+			return cp, false, s.brokerErr("read the end of "+topic, perr)
+		}
+		select {
+		case <-ctx.Done():
+			return cp, false, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if end <= 0 {
+		return cp, false, nil
+	}
+	rd, err := kgo.NewClient(
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	)
+	if err != nil {
+		return cp, false, s.brokerErr("read "+topic, err)
+	}
+	defer rd.Close()
+	var found bool
+	key := s.cfg.Task
+	for {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return cp, false, err
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return cp, false, s.brokerErr("read "+topic, ferr)
+		}
+		reached := false
+		var bad error
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= end {
+				reached = true
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			switch string(r.Key) {
+			case key:
+				var o offsetsRecord
+				if err := json.Unmarshal(r.Value, &o); err != nil {
+					bad = fmt.Errorf("kafka sink: corrupt offsets record at %s offset %d: %w", topic, r.Offset, err)
+					return
+				}
+				cp.Pos, found = o.Position, true
+				s.stats.Txns = o.Txns
+			case key + ".schema":
+				var sr schemaRecord
+				if err := json.Unmarshal(r.Value, &sr); err != nil {
+					bad = fmt.Errorf("kafka sink: corrupt schema record at %s offset %d: %w", topic, r.Offset, err)
+					return
+				}
+				cp.SchemaState = sr.State
+			}
+		})
+		if bad != nil {
+			return cp, false, bad
+		}
+		if reached {
+			return cp, found, nil
+		}
+	}
+}
+
+func errorForCode(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	return kerr.ErrorForCode(code)
+}
+
+// Seed writes a new task's first checkpoint (its start position and
+// schema) in a transaction of its own.
+func (s *Sink) Seed(ctx context.Context, pos sluice.Position, state []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.beginLocked(); err != nil {
+		return err
+	}
+	s.last, s.state = pos, state
+	return s.commitLocked(ctx)
+}
+
+func (s *Sink) beginLocked() error {
+	if s.inKafka {
+		return nil
+	}
+	if err := s.cl.BeginTransaction(); err != nil {
+		return s.brokerErr("begin a transaction", err)
+	}
+	s.inKafka, s.began, s.batch = true, time.Now(), Stats{}
+	return nil
+}
+
+// Write hands one stream item to the sink. Items come in source order.
+func (s *Sink) Write(ctx context.Context, it sluice.StreamItem) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.write(ctx, &it); err != nil {
+		s.fail(err)
+		return err
+	}
+	return nil
+}
+
+func (s *Sink) write(ctx context.Context, it *sluice.StreamItem) error {
+	switch it.Kind {
+	case sluice.ItemBegin:
+		if err := s.beginLocked(); err != nil {
+			return err
+		}
+		s.inSource, s.row = true, 0
+		s.meta = txnMeta{gtid: it.GTID, ts: it.Timestamp, start: s.last, server: gtidServer(it.GTID)}
+	case sluice.ItemRows:
+		if !s.inSource {
+			return errors.New("kafka sink: rows outside a transaction")
+		}
+		now := time.Now()
+		for i := range it.Changes {
+			if err := s.produceChange(ctx, &it.Changes[i], now); err != nil {
+				return err
+			}
+		}
+	case sluice.ItemCommit:
+		s.inSource = false
+		s.last = it.End
+		s.batch.Txns++
+		if s.batch.Txns >= uint64(s.cfg.MaxBatchTxns) {
+			return s.commitLocked(ctx)
+		}
+	case sluice.ItemDDL:
+		if err := s.beginLocked(); err != nil {
+			return err
+		}
+		s.meta = txnMeta{gtid: it.GTID, ts: it.Timestamp, start: s.last, server: gtidServer(it.GTID)}
+		if err := s.produceDDL(ctx, it); err != nil {
+			return err
+		}
+		s.last = it.End
+		if it.SchemaState != nil {
+			s.state = it.SchemaState
+		}
+		s.batch.Txns++
+		s.batch.DDL++
+		// A DDL commits at once: the schema state written with it must
+		// never run ahead of the rows before it, nor behind those after.
+		return s.commitLocked(ctx)
+	}
+	return nil
+}
+
+func (s *Sink) produceChange(ctx context.Context, ch *sluice.RowChange, now time.Time) error {
+	p := s.enc.plan(ch.Table)
+	if err := s.ensureTopic(ctx, p.topic, s.cfg.Partitions, nil); err != nil {
+		return err
+	}
+	keyRow := ch.After
+	if ch.Kind == sluice.Delete {
+		keyRow = ch.Before
+	}
+	var value []byte
+	switch s.cfg.Format {
+	case FormatCanalJSON:
+		value = s.enc.canalValue(nil, ch, &s.meta, now)
+	default:
+		op := byte('c')
+		switch ch.Kind {
+		case sluice.Update:
+			op = 'u'
+		case sluice.Delete:
+			op = 'd'
+		}
+		value = s.enc.debeziumValue(nil, ch, &s.meta, s.row, op, now)
+	}
+	if ch.Kind == sluice.Update && s.cfg.Format == FormatDebezium && s.keyChanged(ch) {
+		// Debezium turns a primary key change into a delete of the old key,
+		// its tombstone, and a create of the new key.
+		del := *ch
+		del.Kind, del.After = sluice.Delete, nil
+		oldKey := s.enc.recordKey(ch.Table, ch.Before)
+		s.produce(ctx, &kgo.Record{Topic: p.topic, Key: oldKey, Value: s.enc.debeziumValue(nil, &del, &s.meta, s.row, 'd', now)})
+		s.produce(ctx, &kgo.Record{Topic: p.topic, Key: oldKey})
+		ins := *ch
+		ins.Kind, ins.Before = sluice.Insert, nil
+		s.produce(ctx, &kgo.Record{Topic: p.topic, Key: s.enc.recordKey(ch.Table, ch.After), Value: s.enc.debeziumValue(nil, &ins, &s.meta, s.row, 'c', now)})
+		s.row++
+		s.batch.Events += 2
+		return nil
+	}
+	key := s.enc.recordKey(ch.Table, keyRow)
+	s.produce(ctx, &kgo.Record{Topic: p.topic, Key: key, Value: value})
+	s.row++
+	s.batch.Events++
+	if ch.Kind == sluice.Delete && s.cfg.Format == FormatDebezium && key != nil {
+		// tombstones.on.delete (Debezium's default): a null value lets a
+		// compacted topic forget the key.
+		s.produce(ctx, &kgo.Record{Topic: p.topic, Key: key})
+	}
+	return nil
+}
+
+func (s *Sink) produce(ctx context.Context, r *kgo.Record) { s.cl.Produce(ctx, r, s.promise) }
+
+// keyChanged reports whether an update changes the primary key.
+func (s *Sink) keyChanged(ch *sluice.RowChange) bool {
+	for _, k := range ch.Table.PK {
+		if k < len(ch.Before) && k < len(ch.After) && fmt.Sprint(ch.Before[k]) != fmt.Sprint(ch.After[k]) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Sink) produceDDL(ctx context.Context, it *sluice.StreamItem) error {
+	topic := s.cfg.TopicPrefix
+	if err := s.ensureTopic(ctx, topic, 1, nil); err != nil {
+		return err
+	}
+	db := it.Schema
+	if db == "" && len(it.Tables) > 0 {
+		db = it.Tables[0].Schema
+	}
+	key := appendJSONString([]byte(`{"databaseName":`), db)
+	key = append(key, '}')
+	value := s.enc.ddlValue(nil, it, &s.meta, db, time.Now())
+	s.batch.Events++
+	s.produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value})
+	return nil
+}
+
+func (s *Sink) promise(_ *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	s.errMu.Lock()
+	if s.firstErr == nil {
+		s.firstErr = err
+	}
+	s.errMu.Unlock()
+}
+
+func (s *Sink) produceFailed() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.firstErr
+}
+
+// commitLocked writes the position and ends the Kafka transaction. It
+// runs only between source transactions.
+func (s *Sink) commitLocked(ctx context.Context) error {
+	if !s.inKafka {
+		return nil
+	}
+	o := offsetsRecord{Task: s.cfg.Task, Position: s.last, Txns: s.stats.Txns + s.batch.Txns, Updated: time.Now().UTC()}
+	b, _ := json.Marshal(o)
+	s.produce(ctx, &kgo.Record{Topic: s.cfg.OffsetsTopic(), Key: []byte(s.cfg.Task), Value: b})
+	if s.state != nil {
+		sb, _ := json.Marshal(schemaRecord{Position: s.last, State: s.state})
+		s.produce(ctx, &kgo.Record{Topic: s.cfg.OffsetsTopic(), Key: []byte(s.cfg.Task + ".schema"), Value: sb})
+	}
+	ferr := s.cl.Flush(ctx)
+	if ferr == nil {
+		ferr = s.produceFailed()
+	}
+	if ferr != nil {
+		s.abortLocked()
+		return s.produceErr(ferr)
+	}
+	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		s.abortLocked()
+		return s.brokerErr("commit a transaction", err)
+	}
+	s.inKafka = false
+	s.state = nil
+	s.stats.Committed = s.last
+	s.stats.Txns += s.batch.Txns
+	s.stats.Events += s.batch.Events
+	s.stats.DDL += s.batch.DDL
+	s.stats.KafkaTxns++
+	s.batch = Stats{}
+	return nil
+}
+
+func (s *Sink) produceErr(err error) error {
+	var topic string
+	if s := err.Error(); strings.Contains(s, "UNKNOWN_TOPIC_OR_PARTITION") {
+		topic = "?"
+	}
+	if topic != "" {
+		return &sluice.Error{Op: "kafka sink: write", Err: fmt.Errorf("%w: %v", ErrUnknownTopic, err),
+			Hint: "create the sink's topics, or set sink.kafka.create-topics: true"}
+	}
+	return s.brokerErr("write", err)
+}
+
+// abortLocked gives the open transaction up; nothing of it becomes visible
+// to read_committed consumers. Errors are ignored: the sink is failing
+// already, and the next Open fences and aborts whatever is left.
+func (s *Sink) abortLocked() {
+	if !s.inKafka {
+		return
+	}
+	s.inKafka = false
+	actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.cl.AbortBufferedRecords(actx)
+	_ = s.cl.EndTransaction(actx, kgo.TryAbort)
+}
+
+// committer ends the open Kafka transaction CommitInterval after it began,
+// between source transactions, so that an idle or slow source still has
+// its transactions visible soon.
+func (s *Sink) committer() {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.cfg.CommitInterval / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		var err error
+		if s.inKafka && !s.inSource && s.batch.Txns > 0 && time.Since(s.began) >= s.cfg.CommitInterval {
+			err = s.commitLocked(context.Background())
+		}
+		s.mu.Unlock()
+		if err != nil {
+			s.fail(err)
+			return
+		}
+	}
+}
+
+// Flush commits everything written up to the last complete source
+// transaction (a clean stop).
+func (s *Sink) Flush(ctx context.Context) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inSource {
+		// A source transaction is half written: it must not commit, and
+		// nothing after the last commit is lost by aborting it (the next
+		// run starts from the committed position).
+		s.abortLocked()
+		return nil
+	}
+	if err := s.commitLocked(ctx); err != nil {
+		s.fail(err)
+		return err
+	}
+	return nil
+}
+
+func (s *Sink) fail(err error) {
+	s.errOnce.Do(func() {
+		s.err = err
+		close(s.done)
+	})
+}
+
+// Done is closed when the sink has failed; Err says why.
+func (s *Sink) Done() <-chan struct{} { return s.done }
+
+// Err is the error that stopped the sink, or nil.
+func (s *Sink) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Stats returns the counters of what was committed.
+func (s *Sink) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Close stops the committer and closes the client. An open transaction is
+// aborted (Flush first to commit it).
+func (s *Sink) Close() error {
+	select {
+	case <-s.stop:
+		return nil
+	default:
+		close(s.stop)
+	}
+	s.wg.Wait()
+	if s.cl == nil {
+		return nil
+	}
+	s.mu.Lock()
+	s.abortLocked()
+	s.mu.Unlock()
+	s.cl.Close()
+	return nil
+}
+
+// gtidServer is the server id in a MariaDB GTID (domain-server-seq), for
+// source.server_id; 0 when it has none.
+func gtidServer(g string) uint32 {
+	parts := strings.Split(g, "-")
+	if len(parts) != 3 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(parts[1], 10, 32)
+	return uint32(n)
+}
