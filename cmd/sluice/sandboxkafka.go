@@ -26,7 +26,9 @@ work on this one broker.`,
 	}
 	up := sandbox.DefaultKafkaConfig()
 	upCmd := &cobra.Command{
-		Use:   "up",
+		Use: "up",
+		Example: `  sluice sandbox kafka up --name kafka --port 9092
+  sluice sandbox kafka up --name k2 --port 9093 --auto-create-topics=false`,
 		Short: "Create (first time) and start the broker; prints its address when it serves clients",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -52,7 +54,9 @@ work on this one broker.`,
 	var purge bool
 	var timeout time.Duration
 	downCmd := &cobra.Command{
-		Use:   "down",
+		Use: "down",
+		Example: `  sluice sandbox kafka down --name kafka
+  sluice sandbox kafka down --name kafka --purge   # also remove its data`,
 		Short: "Stop the broker by its own pid; --purge also removes its directory",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

@@ -36,13 +36,13 @@ incremental:
 `, name, srcPort, broker, name, extra, name, stateDir, start.File, start.Pos)
 }
 
-// writeLoad runs n random transactions (inserts, updates, deletes of
-// 1-5 rows over the given tables) on db, seeded by rng, and returns the
-// first error.
-func writeLoad(db *sql.DB, rng *rand.Rand, schema string, tables []string, n int, pause time.Duration) error {
+// writeLoad runs random transactions (inserts, updates, deletes of 1-5
+// rows over the given tables) on db, seeded by rng, until ctx ends and at
+// least min transactions ran, and returns the first error.
+func writeLoad(ctx context.Context, db *sql.DB, rng *rand.Rand, schema string, tables []string, least int, pause time.Duration) error {
 	next := map[string]int{}
 	live := map[string][]int{}
-	for i := 0; i < n; i++ {
+	for i := 0; i < least || ctx.Err() == nil; i++ {
 		tx, err := db.Begin()
 		if err != nil {
 			return err
@@ -104,9 +104,9 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs MariaDB and Kafka")
 	}
-	kills, txns := 3, 900
+	kills, txns := 3, 300
 	if os.Getenv("SLUICE_KAFKA_SOAK") != "" {
-		kills, txns = 30, 12000
+		kills, txns = 30, 3000
 	}
 	seed := sandboxtest.Seed(t)
 	rng := rand.New(rand.NewSource(seed))
@@ -128,13 +128,16 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 	}
 	topics := []string{schema + "." + schema + ".t1", schema + "." + schema + ".t2"}
 
+	// Load on the source for the whole crash phase.
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	defer stopLoad()
 	var loadErr error
 	var load sync.WaitGroup
 	load.Add(1)
 	loadRng := rand.New(rand.NewSource(seed + 1))
 	go func() {
 		defer load.Done()
-		loadErr = writeLoad(src, loadRng, schema, tables, txns, 2*time.Millisecond)
+		loadErr = writeLoad(loadCtx, src, loadRng, schema, tables, txns, 3*time.Millisecond)
 	}()
 
 	logPath := filepath.Join(dir, "sluice.log")
@@ -198,6 +201,7 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 		}
 		<-exited
 	}
+	stopLoad()
 	load.Wait()
 	if loadErr != nil {
 		t.Fatal(loadErr)
