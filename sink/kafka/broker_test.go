@@ -1,0 +1,131 @@
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+	"github.com/sluice-db/sluice/replicate"
+	"github.com/sluice-db/sluice/task"
+)
+
+// TestKafkaSinkBrokerRestart kills the broker (SIGKILL) under load once
+// the sink has committed to it, keeps it down (3 s; 30 s with
+// SLUICE_KAFKA_SOAK=1), and starts it again. The task, in this process,
+// rides it out (franz-go retries, or the sink restarts from the
+// checkpoint in Kafka); after the load it catches up, and the events must
+// equal mariadb-binlog's row changes, each once, in order.
+func TestKafkaSinkBrokerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs MariaDB and Kafka")
+	}
+	down := 3 * time.Second
+	if os.Getenv("SLUICE_KAFKA_SOAK") != "" {
+		down = 30 * time.Second
+	}
+	seed := sandboxtest.Seed(t)
+	k := sandboxtest.StartOwnKafka(t)
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	const schema = "kb"
+	tables := []string{"t1"}
+	sandboxtest.MustExec(t, src, "DROP DATABASE IF EXISTS "+schema, "CREATE DATABASE "+schema,
+		"CREATE TABLE "+schema+`.t1 (id int PRIMARY KEY, v varchar(200), n int, d decimal(10,2), e enum('a','b','c'), ts timestamp(3) NULL)`)
+	start := masterStatus(t, src)
+	dir := t.TempDir()
+	stateDir := filepath.Join(dir, "state")
+	taskFile := filepath.Join(dir, "task.yaml")
+	if err := os.WriteFile(taskFile, []byte(sinkTaskYAML(schema, stateDir, k.Addr(), srcInst.Port, start, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := task.Load(taskFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, kc, err := replicate.SinkFromTask(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.RetryMax = 2 * time.Second
+	var logBuf syncBuffer
+	st, err := replicate.NewSinkTask(rc, kc, &logBuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- st.Run(ctx, nil) }()
+
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	defer stopLoad()
+	var loadErr error
+	var load sync.WaitGroup
+	load.Add(1)
+	go func() {
+		defer load.Done()
+		loadErr = writeLoad(loadCtx, src, rand.New(rand.NewSource(seed)), schema, tables, 200, 3*time.Millisecond)
+	}()
+	waitTxns := func(n uint64, what string) {
+		for limit := time.Now().Add(3 * time.Minute); st.Status().Txns < n; {
+			if time.Now().After(limit) {
+				t.Fatalf("seed %d: %s: %d source transactions committed to Kafka in 3 minutes, want %d; log:\n%s", seed, what, st.Status().Txns, n, logBuf.String())
+			}
+			select {
+			case err := <-runErr:
+				t.Fatalf("seed %d: the task stopped: %v; log:\n%s", seed, err, logBuf.String())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	waitTxns(50, "before the broker dies")
+	if err := k.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(down) // the outage itself, not a wait for progress
+	sandboxtest.RestartKafka(t, k)
+	waitTxns(st.Status().Txns+50, "after the broker came back")
+	stopLoad()
+	load.Wait()
+	if loadErr != nil {
+		t.Fatal(loadErr)
+	}
+	end := masterStatus(t, src)
+	for limit := time.Now().Add(3 * time.Minute); st.Status().Applied.Compare(end) < 0; {
+		if time.Now().After(limit) {
+			t.Fatalf("seed %d: not caught up to %s in 3 minutes (at %s); log:\n%s", seed, end, st.Status().Applied, logBuf.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	events := decodeEvents(t, consumeAll(t, k.Addr(), []string{schema + "." + schema + ".t1"}))
+	changes := binlogChanges(t, srcInst, start, schema)
+	compareWithBinlog(t, seed, events, changes, schema)
+	compareWithTables(t, seed, events, src, schema, tables)
+	t.Logf("broker down %s; %d events equal to the binlog's row changes; sink restarts %d", down, len(events), st.Status().Restarts)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
