@@ -20,20 +20,24 @@ func init() {
 		cmd := &cobra.Command{Use: "task", Short: "Work with the tasks on this machine",
 			Example: `  sluice task list
   sluice task list --dir /srv/sluice`}
-		cmd.AddCommand(newTaskListCmd())
+		cmd.AddCommand(newTaskListCmd(), newTaskAddCmd(), newTaskRemoveCmd(), newTaskMoveCmd())
 		return cmd
 	})
 }
 
 func newTaskListCmd() *cobra.Command {
 	var dir string
+	var cf clusterFlags
 	cmd := &cobra.Command{
-		Use:   "list [--dir DIR]",
+		Use:   "list [--dir DIR | --etcd URL]",
 		Short: "List the task directories under DIR (default $SLUICE_HOME, else the current directory) with their stage",
 		Example: `  sluice task list
   SLUICE_HOME=/srv/sluice sluice task list`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if cf.etcd != "" {
+				return clusterStatus(c.Context(), c.OutOrStdout(), &cf, false)
+			}
 			if dir == "" {
 				dir = os.Getenv("SLUICE_HOME")
 			}
@@ -44,6 +48,7 @@ func newTaskListCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "where to look for task directories (up to 4 levels down)")
+	cf.add(cmd.Flags())
 	return cmd
 }
 
