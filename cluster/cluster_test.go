@@ -54,7 +54,7 @@ func TestMoveAndRemove(t *testing.T) {
 	h.waitFor("w2 applies", time.Minute, func() bool { return h.rows(task) > n+20 })
 	stop()
 	h.waitEqual(time.Minute)
-	out := h.sluice("task", "list", "--etcd", etcd.Endpoint(), "--etcd-prefix", "/"+h.prefix)
+	out := h.sluice("status", "--etcd", etcd.Endpoint(), "--etcd-prefix", "/"+h.prefix)
 	if !strings.Contains(out, task) || !strings.Contains(out, "running") {
 		t.Fatalf("status does not show the task running:\n%s", out)
 	}

@@ -21,6 +21,7 @@ func init() { register(newStatusCmd) }
 func newStatusCmd() *cobra.Command {
 	var config string
 	var asJSON bool
+	var cf clusterFlags
 	cmd := &cobra.Command{
 		Use: "status --config task.yaml",
 		Example: `  sluice status --config task.yaml
@@ -35,6 +36,9 @@ transactions/s. The same figures are served as Prometheus metrics on the
 task's metrics-addr.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if cf.etcd != "" {
+				return clusterStatus(c.Context(), c.OutOrStdout(), &cf, asJSON)
+			}
 			cfg, err := taskFromFlag("status", config)
 			if err != nil {
 				return err
@@ -66,6 +70,7 @@ task's metrics-addr.`,
 	}
 	cmd.Flags().StringVar(&config, "config", "", "task file (YAML)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cf.add(cmd.Flags())
 	return cmd
 }
 
