@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -59,7 +60,7 @@ func (h *session) dump(data []byte) error {
 	}
 	at := sluice.Position{File: name, Pos: pos}
 	if want != nil {
-		at = sluice.Position{} // the first file from its start, the relay's head included
+		at, name = h.gtidStart(want, files)
 	} else if !h.s.log.Has(at) {
 		return errDump("could not find %s:%d in the relay log, which holds %s to %s (fix: start the replica at a position the relay holds; SHOW BINARY LOGS lists them)",
 			name, pos, files[0], files[len(files)-1])
@@ -73,27 +74,30 @@ func (h *session) dump(data []byte) error {
 	// sets 'NONE'), knows checksums and gets the events as they are, as
 	// MariaDB 10.11 sends them; only one that never set it gets them
 	// without (sql_repl.cc is_slave_checksum_aware).
-	_, aware := h.vars["master_binlog_checksum"]
-	crc := aware
+	// The events the service makes up (Rotate, heartbeat, Gtid_list) carry
+	// a checksum only if the client asked for CRC32: go-mysql and
+	// mariadb-binlog set 'NONE' and cannot strip one from the first
+	// Rotate, which comes before any format description event
+	// (get_binlog_checksum_value_at_connect).
+	sum, aware := h.vars["master_binlog_checksum"]
+	fakeCRC := aware && strings.EqualFold(strings.TrimSpace(sum), "CRC32")
 	fde, err := h.s.log.FDE(name)
 	if err != nil {
 		return errDump("%v", err)
 	}
 	fileCRC := fdeChecksum(fde)
-	if !fileCRC {
-		crc = false
-	}
-	d := &dumper{h: h, crc: crc, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want}
+	d := &dumper{h: h, aware: aware, fakeCRC: fakeCRC, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want}
 	var done func()
 	d.stat, done = h.s.newDumpStat(h, replicaID, sluice.Position{File: name, Pos: pos})
 	defer done()
-	if err := d.send(artificialRotate(h.s.cfg.ServerID, name, uint64(pos), crc)); err != nil {
+	if err := d.send(artificialRotate(h.s.cfg.ServerID, name, uint64(pos), fakeCRC)); err != nil {
 		return err
 	}
 	if pos > 4 {
 		if err := d.send(d.strip(servedFDE(fde, true, fileCRC))); err != nil {
 			return err
 		}
+		d.fakeCRC = aware && fileCRC
 	}
 	period := time.Duration(0)
 	if ns, err := strconv.ParseInt(h.vars["master_heartbeat_period"], 10, 64); err == nil && ns > 0 {
@@ -133,7 +137,7 @@ func (h *session) dump(data []byte) error {
 			return nil // the client went away
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
-			if err := d.send(heartbeat(h.s.cfg.ServerID, d.file, d.pos, crc)); err != nil {
+			if err := d.send(heartbeat(h.s.cfg.ServerID, d.file, d.pos, d.fakeCRC)); err != nil {
 				return err
 			}
 			continue
@@ -151,11 +155,14 @@ func (h *session) dump(data []byte) error {
 // dumper sends one dump's events.
 type dumper struct {
 	h        *session
-	want     gtidState // GTID mode: what the replica has; nil by position
-	headSeen bool      // GTID mode: the first file's Gtid_list was checked
-	skipping bool      // inside a group the replica already has
-	crc      bool      // the replica gets checksums
-	fileCRC  bool      // the current file's events carry them
+	want     gtidState    // GTID mode: the replica's position in the domains not yet reached; nil by position
+	state    *binlogState // GTID mode: the binlog's state after the last event read
+	sendFake bool         // GTID mode: a domain was reached; the fake Gtid_list follows its group
+	headSeen bool         // GTID mode: the first file's Gtid_list was checked
+	skipping bool         // inside a group the replica already has
+	aware    bool         // the replica gets the files' checksums (it set @master_binlog_checksum)
+	fakeCRC  bool         // the events the service makes up carry one
+	fileCRC  bool         // the current file's events carry them
 	annotate bool
 	file     string
 	pos      uint32 // the position after the last event sent
@@ -166,7 +173,7 @@ func (d *dumper) event(ev Event) error {
 	if ev.Pos.File != d.file {
 		// A new file: the artificial Rotate first, as a primary sends it.
 		d.file = ev.Pos.File
-		if err := d.send(artificialRotate(d.h.s.cfg.ServerID, d.file, 4, d.crc)); err != nil {
+		if err := d.send(artificialRotate(d.h.s.cfg.ServerID, d.file, 4, d.fakeCRC)); err != nil {
 			return err
 		}
 	}
@@ -174,14 +181,20 @@ func (d *dumper) event(ev Event) error {
 	raw := ev.Data
 	if d.want != nil {
 		send, err := d.gtidFilter(ev)
-		if err != nil || !send {
+		if err != nil {
 			return err
+		}
+		if !send {
+			return d.fakeAfter(ev)
 		}
 	}
 	switch ev.Type {
 	case replication.FORMAT_DESCRIPTION_EVENT:
 		d.fileCRC = fdeChecksum(raw)
 		raw = servedFDE(raw, false, d.fileCRC)
+		// From a file's format description event on, a primary's own
+		// events follow that file's checksum algorithm.
+		d.fakeCRC = d.aware && d.fileCRC
 	case replication.MARIADB_ANNOTATE_ROWS_EVENT:
 		if !d.annotate {
 			return nil // the replica did not ask for them; it tolerates the gap in positions
@@ -192,12 +205,22 @@ func (d *dumper) event(ev Event) error {
 		return err
 	}
 	d.sent(raw, ev.Pos, isTxnEnd(ev))
-	return nil
+	return d.fakeAfter(ev)
+}
+
+// fakeAfter sends the fake Gtid_list once the group in which the replica's
+// position was reached has ended (sent or skipped).
+func (d *dumper) fakeAfter(ev Event) error {
+	if !d.sendFake || d.skipping || d.state == nil {
+		return nil
+	}
+	d.sendFake = false
+	return d.send(fakeGtidList(d.h.s.cfg.ServerID, d.state, ev.Pos.Pos, d.fakeCRC))
 }
 
 // strip removes an event's checksum for a replica that takes none.
 func (d *dumper) strip(raw []byte) []byte {
-	if d.crc || !d.fileCRC || len(raw) < headerSize+4 {
+	if d.aware || !d.fileCRC || len(raw) < headerSize+4 {
 		return raw
 	}
 	out := append([]byte(nil), raw[:len(raw)-4]...)
@@ -233,27 +256,55 @@ func (d *dumper) fail(err error) {
 	d.h.conn.Close()
 }
 
-// gtidFilter decides, in GTID mode, whether an event goes to the replica:
-// whole groups whose GTID the replica has (sequence number at or below
-// its state for the group's domain) are skipped, as sql_repl.cc does; the
-// first file's Gtid_list is checked against the replica's state, so that a
-// replica that needs transactions from before the served binlog gets ERR
-// 1236 rather than silently missing them.
+// gtidFilter decides, in GTID mode, whether an event goes to the replica,
+// as sql_repl.cc does: whole groups whose GTID the replica has (sequence
+// number at or below its state for the group's domain, until that domain
+// reaches it) are skipped; the first file's Gtid_list is checked against
+// the replica's state, so that a replica that needs transactions from
+// before the served binlog gets ERR 1236 rather than silently missing
+// them. MariaDB also skips groups of another server id until it meets the
+// replica's exact GTID; the service compares sequence numbers only, so
+// that a replica whose GTID's server id never comes again is not starved.
 func (d *dumper) gtidFilter(ev Event) (bool, error) {
 	switch ev.Type {
 	case replication.MARIADB_GTID_LIST_EVENT:
+		d.state = gtidList(ev.Data, d.fileCRC)
 		if !d.headSeen {
 			d.headSeen = true
-			if m := missing(d.want, gtidList(ev.Data, d.fileCRC)); m != "" {
+			if m := missing(d.want, d.state); m != "" {
 				err := errDump("Could not find GTID state requested by slave in any binlog files (%s; fix: start the replica from a GTID position the service holds, or start the service earlier)", m)
 				d.fail(err)
 				return false, err
 			}
+			// A replica whose GTID is the last of its domain before this
+			// file has reached its position here (gtid_find_binlog_file).
+			last := d.state.last()
+			for _, g := range d.state.list {
+				if w, ok := d.want[g.domain]; ok && w == g && g.seq == last[g.domain] {
+					delete(d.want, g.domain)
+					d.sendFake = true
+				}
+			}
 		}
 		return true, nil
 	case replication.MARIADB_GTID_EVENT:
-		dom, seq, ok := gtidOf(ev.Data, d.fileCRC)
-		d.skipping = ok && seq <= d.want[dom]
+		g, ok := gtidOf(ev.Data, d.fileCRC)
+		if !ok {
+			return true, nil
+		}
+		if d.state == nil {
+			d.state = &binlogState{}
+		}
+		d.state.update(g)
+		if w, has := d.want[g.domain]; has {
+			d.skipping = g.seq <= w.seq
+			if g.seq >= w.seq {
+				// Reached: later groups of this domain all go, and the
+				// fake Gtid_list follows this group.
+				delete(d.want, g.domain)
+				d.sendFake = true
+			}
+		}
 		if d.skipping && ev.Boundary {
 			d.skipping = false
 			return false, nil
@@ -267,4 +318,42 @@ func (d *dumper) gtidFilter(ev Event) (bool, error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// gtidStart is where a GTID dump begins: the newest file before which the
+// replica has every transaction (its Gtid_list is at or below the
+// replica's state in every domain), else the relay's first file.
+func (h *session) gtidStart(want gtidState, files []string) (sluice.Position, string) {
+	for i := len(files) - 1; i > 0; i-- {
+		at := sluice.Position{File: files[i], Pos: 4}
+		if st, err := h.headState(at); err == nil && hasAll(want, st) {
+			return at, files[i]
+		}
+	}
+	return sluice.Position{}, files[0] // the first file from its start, the relay's head included
+}
+
+// headState reads the Gtid_list at a file's head.
+func (h *session) headState(at sluice.Position) (*binlogState, error) {
+	r, err := h.s.log.Open(at)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	crc := false
+	for i := 0; i < 4; i++ {
+		ev, err := r.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch ev.Type {
+		case replication.FORMAT_DESCRIPTION_EVENT:
+			crc = fdeChecksum(ev.Data)
+		case replication.MARIADB_GTID_LIST_EVENT:
+			return gtidList(ev.Data, crc), nil
+		}
+	}
+	return nil, fmt.Errorf("no Gtid_list at the head of %s", at.File)
 }
