@@ -288,3 +288,67 @@ func checkMerged(t *testing.T, dir string, srcs []*synthSource) {
 	}
 	t.Logf("%d transactions of %d sources in %d files", txns, len(srcs), len(l.Files()))
 }
+
+// TestSilentSourceHoldsBack: while a source has sent nothing and its relay
+// has heard nothing from it (it is down), the other source's transactions
+// are not merged and Status names the silent one; once it is heard from
+// (a heartbeat past those transactions' commit time), they are merged.
+func TestSilentSourceHoldsBack(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	a, b := newSynthSource(rng, 0, 1_700_000_000), newSynthSource(rng, 1, 1_700_000_000)
+	b.fde = a.fde
+	dir := t.TempDir()
+	rc := relay.DefaultConfig(dir)
+	rc.Sync = relay.SyncCommit
+	l, err := relay.Open(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	w, err := l.NewWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var heardB atomic.Bool
+	silent := func() (sluice.Position, time.Time) {
+		if !heardB.Load() {
+			return sluice.Position{}, time.Time{}
+		}
+		return b.events[1].Pos, time.Unix(4_000_000_000, 0)
+	}
+	m, err := merge.New(merge.DefaultConfig(dir, 9000), []merge.Source{
+		{Name: "a", DomainID: 1, Open: a.open, Heard: a.heard},
+		{Name: "b", DomainID: 2, Open: b.open, Heard: silent},
+	}, replicate.MergeOutput(l, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	b.publishTxns(2) // its relay's head (FDE, Gtid_list), no transaction
+	a.publishTxns(len(a.events))
+	deadline := time.Now().Add(30 * time.Second)
+	for m.Status().Waiting != "b" {
+		if time.Now().After(deadline) {
+			t.Fatalf("status does not name the silent source: %+v", m.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := m.Status(); st.Transactions != 0 || st.WaitingSince.IsZero() {
+		t.Fatalf("merged while a source is silent: %+v", st)
+	}
+	heardB.Store(true)
+	want := fmt.Sprintf("1-%d-%d", a.serverID, len(a.txns))
+	for m.GTID() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("merged %s, want %s, once the silent source was heard from (%+v)", m.GTID(), want, m.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := m.Status(); st.Waiting != "" {
+		t.Fatalf("still waiting: %+v", st)
+	}
+}
