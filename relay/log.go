@@ -57,6 +57,10 @@ type Config struct {
 	FlushBytes int
 	// Retain is how long a file that every reader has passed is kept.
 	Retain time.Duration
+	// RetainBytes, when positive, bounds the relay's size: the oldest
+	// files that every reader has passed go, however young, while the
+	// relay is larger.
+	RetainBytes int64
 	// Flavor is "mariadb" or "mysql": how GTIDs are read.
 	Flavor string
 }
@@ -88,6 +92,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retain < 0 {
 		return bad("relay-retain is negative", "use a duration such as 24h")
+	}
+	if c.RetainBytes < 0 {
+		return bad("the retained size is negative", "use a size such as 10G")
 	}
 	switch c.Flavor {
 	case "mariadb", "mysql":
@@ -387,7 +394,8 @@ func (l *Log) SetApplied(pos sluice.Position) {
 
 // Purge removes files that lie wholly before the applied position and
 // before the file of every open reader, and whose modification time is
-// older than Retain. It returns the removed names.
+// older than Retain or, oldest first, while the relay is larger than
+// RetainBytes. It returns the removed names.
 func (l *Log) Purge(now time.Time) ([]string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -409,13 +417,19 @@ func (l *Log) Purge(now time.Time) ([]string, error) {
 		}
 	}
 	var removed []string
+	var total int64
+	for _, f := range l.files {
+		total += f.size
+	}
 	keep := 0
 	for i := 0; i < cut; i++ {
 		p := filepath.Join(l.cfg.Dir, l.files[i].name)
 		st, err := os.Stat(p)
-		if err == nil && now.Sub(st.ModTime()) < l.cfg.Retain {
+		tooBig := l.cfg.RetainBytes > 0 && total > l.cfg.RetainBytes
+		if err == nil && now.Sub(st.ModTime()) < l.cfg.Retain && !tooBig {
 			break // files are in order: later ones are younger
 		}
+		total -= l.files[i].size
 		keep = i + 1
 		removed = append(removed, l.files[i].name)
 	}

@@ -372,27 +372,7 @@ func activeFile(b []byte, n int) []byte {
 // would allow; the reader's move to the next file, and its Close, free
 // them.
 func TestPurgeKeepsWhatReadersRead(t *testing.T) {
-	inst := sandboxtest.Start(t, "src")
-	db := sandboxtest.MustOpen(t, inst, "")
-	first := masterStatus(t, db)
-	for i := 0; i < 3; i++ {
-		sandboxtest.MustExec(t, db, fmt.Sprintf("CREATE DATABASE r%d", i), "FLUSH BINARY LOGS")
-	}
-	end := masterStatus(t, db)
-	cfg := relay.DefaultConfig(t.TempDir())
-	cfg.Retain = time.Hour
-	l, err := relay.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	p := startPump(t, inst, l, sluice.Position{File: first.File, Pos: 4})
-	waitEnd(t, l, p, end)
-	p.stop(t)
-	files := l.Files()
-	if len(files) != 4 {
-		t.Fatalf("files %v", files)
-	}
+	l, files := fourFiles(t, time.Hour, 0)
 	l.SetApplied(sluice.Position{File: files[3], Pos: 4})
 	later := time.Now().Add(2 * time.Hour)
 	r, err := l.NewReader(sluice.Position{File: files[0], Pos: 4}, nil)
@@ -415,5 +395,67 @@ func TestPurgeKeepsWhatReadersRead(t *testing.T) {
 	r.Close()
 	if removed, err := l.Purge(later); err != nil || len(removed) != 2 || removed[0] != files[1] || removed[1] != files[2] {
 		t.Fatalf("after the reader closed, purge removed %v (%v), want %v", removed, err, files[1:3])
+	}
+}
+
+// fourFiles is a relay of four files (three rotations of a source), with
+// the given retention.
+func fourFiles(t *testing.T, retain time.Duration, retainBytes int64) (*relay.Log, []string) {
+	t.Helper()
+	inst := sandboxtest.Start(t, "src")
+	db := sandboxtest.MustOpen(t, inst, "")
+	first := masterStatus(t, db)
+	for i := 0; i < 3; i++ {
+		sandboxtest.MustExec(t, db, fmt.Sprintf("CREATE DATABASE r%d", i), "FLUSH BINARY LOGS")
+	}
+	end := masterStatus(t, db)
+	cfg := relay.DefaultConfig(t.TempDir())
+	cfg.Retain, cfg.RetainBytes = retain, retainBytes
+	l, err := relay.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p := startPump(t, inst, l, sluice.Position{File: first.File, Pos: 4})
+	waitEnd(t, l, p, end)
+	p.stop(t)
+	files := l.Files()
+	if len(files) != 4 {
+		t.Fatalf("files %v", files)
+	}
+	return l, files
+}
+
+// TestPurgeBySize: with a size bound, the oldest applied files go however
+// young, until the relay fits, but never a file a reader is on.
+func TestPurgeBySize(t *testing.T) {
+	l, files := fourFiles(t, time.Hour, 1) // everything is too big
+	var sizes []int64
+	for _, f := range files {
+		sizes = append(sizes, l.Size(f))
+	}
+	l.Close()
+	cfg := relay.DefaultConfig(l.Dir())
+	// Room for the last two files only.
+	cfg.Retain, cfg.RetainBytes = time.Hour, sizes[2]+sizes[3]
+	l, err := relay.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.SetApplied(sluice.Position{File: files[3], Pos: 4})
+	r, err := l.NewReader(sluice.Position{File: files[1], Pos: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := l.Purge(time.Now()); err != nil || len(removed) != 1 || removed[0] != files[0] {
+		t.Fatalf("with a reader on %s, purge removed %v (%v), want %s", files[1], removed, err, files[0])
+	}
+	r.Close()
+	if removed, err := l.Purge(time.Now()); err != nil || len(removed) != 1 || removed[0] != files[1] {
+		t.Fatalf("purge removed %v (%v), want %s: the last two files fit", removed, err, files[1])
+	}
+	if removed, err := l.Purge(time.Now()); err != nil || len(removed) != 0 {
+		t.Fatalf("purge of a relay that fits removed %v (%v)", removed, err)
 	}
 }

@@ -102,6 +102,18 @@ func FromTask(t *task.Config) (Config, error) {
 	if t.Has("serve") {
 		sv := t.Serve
 		c.Serve = &sv
+		if sv.Retain.Age != "" {
+			d, err := time.ParseDuration(sv.Retain.Age)
+			if err != nil {
+				return c, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: serve.retain.age %q: %v", sluice.ErrConfig, sv.Retain.Age, err), Hint: "use a duration such as 24h"}
+			}
+			c.Relay.Retain = d
+		}
+		b, err := sv.Retain.RetainBytes()
+		if err != nil {
+			return c, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: serve.retain.size: %v", sluice.ErrConfig, err), Hint: "use a size such as 10G"}
+		}
+		c.Relay.RetainBytes = b
 	}
 	c.Start = sluice.Position{File: inc.BinlogFile, Pos: inc.BinlogPos, GTIDSet: inc.GTIDSet, Flavor: inc.Flavor}
 	return c, c.Validate()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,6 +105,53 @@ type Serve struct {
 	// MaxBinlogSize is the size at which the global binlog of sources:
 	// starts a new file (default 256 MiB).
 	MaxBinlogSize int64 `yaml:"max-binlog-size"`
+	// Retain bounds the served relay log by age and size; a file a
+	// connected replica reads is kept regardless.
+	Retain ServeRetain `yaml:"retain"`
+}
+
+// ServeRetain is serve.retain: files older than Age, and the oldest files
+// while the relay is larger than Size, are purged. Age defaults to
+// incremental.relay-retain (24h); Size to no bound.
+type ServeRetain struct {
+	Age  string `yaml:"age"`
+	Size string `yaml:"size"`
+}
+
+// RetainBytes is serve.retain.size in bytes (0: no bound).
+func (r ServeRetain) RetainBytes() (int64, error) {
+	if r.Size == "" {
+		return 0, nil
+	}
+	return ParseBytes(r.Size)
+}
+
+// ParseBytes reads a size: a number of bytes, or one with a unit K, M, G
+// or T (powers of 1024; KB/KiB, MB/MiB ... mean the same).
+func ParseBytes(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			t = strings.TrimSpace(t[:n-1])
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("size %q: not a number of bytes or a size such as 500M or 10G", s)
+	}
+	return v * mult, nil
 }
 
 // Sink is a non-database destination; one of its fields is set.
@@ -388,6 +436,14 @@ func (c *Config) Validate() error {
 		}
 		if d, err := time.ParseDuration(c.Serve.PurgeInterval); err != nil || d <= 0 {
 			return bad("serve.purge-interval", "must be a positive duration such as 1m")
+		}
+		if a := c.Serve.Retain.Age; a != "" {
+			if d, err := time.ParseDuration(a); err != nil || d < 0 {
+				return bad("serve.retain.age", "must be a duration such as 24h or 7d written as 168h")
+			}
+		}
+		if _, err := c.Serve.Retain.RetainBytes(); err != nil {
+			return bad("serve.retain.size", err.Error())
 		}
 	}
 	return nil

@@ -137,6 +137,20 @@ func TestRequiredSections(t *testing.T) {
 
 // TestServeSection: serve: needs a server id and users with passwords
 // (${VAR} works); without a target, tables: is optional.
+// TestParseBytes: sizes with and without units; nonsense is refused.
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "4096": 4096, "1K": 1024, "500M": 500 << 20, "10G": 10 << 30, "10GiB": 10 << 30, "2 TB": 2 << 40, "3kb": 3 << 10} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "G", "-1", "1.5G", "10X", "99999999999T"} {
+		if _, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q) accepted", in)
+		}
+	}
+}
+
 func TestServeSection(t *testing.T) {
 	t.Setenv("SERVE_PW_TEST", "pw1")
 	c, err := Parse([]byte("name: x\nsource: {host: h, port: 3306, user: u}\nserve: {server-id: 7, users: [{user: r, password: \"${SERVE_PW_TEST}\"}]}\n"))
@@ -151,6 +165,8 @@ func TestServeSection(t *testing.T) {
 		"serve: {server-id: 7}":                                                          "serve.users",
 		"serve: {server-id: 7, users: [{user: r}]}":                                      "needs a user and a password",
 		"serve: {server-id: 7, users: [{user: r, password: \"${SURELY_UNSET_SERVE}\"}]}": "SURELY_UNSET_SERVE",
+		"serve: {server-id: 7, users: [{user: r, password: p}], retain: {size: 10X}}":    "serve.retain.size",
+		"serve: {server-id: 7, users: [{user: r, password: p}], retain: {age: soon}}":    "serve.retain.age",
 	} {
 		_, err := Parse([]byte("name: x\nsource: {host: h, port: 3306, user: u}\n" + body + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {
