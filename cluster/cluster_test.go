@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -299,5 +300,31 @@ func TestSandboxEtcdCommand(t *testing.T) {
 	out, err = runSluice("task", "list", "--etcd", url)
 	if err == nil || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "sandbox etcd up") {
 		t.Fatalf("task list against a stopped etcd: %v %q", err, out)
+	}
+}
+
+// TestTargetFenceRefusesStaleToken: the target keeps the highest fencing
+// token of a task per etcd cluster and refuses an older owner; a token of
+// another etcd cluster (rebuilt, revisions from 1 again) replaces it.
+func TestTargetFenceRefusesStaleToken(t *testing.T) {
+	db := sandboxtest.MustOpen(t, dst, "")
+	ctx := t.Context()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	task := "fence_" + strconv.Itoa(os.Getpid())
+	for _, c := range []struct {
+		cluster uint64
+		token   int64
+		stale   bool
+	}{
+		{1, 10, false}, {1, 10, false}, {1, 12, false}, {1, 11, true}, {2, 3, false}, {2, 2, true}, {1, 5, false},
+	} {
+		err := cluster.FenceTarget(ctx, conn, task, c.cluster, c.token, "w")
+		if got := errors.Is(err, cluster.ErrStaleOwner); got != c.stale || (err != nil && !c.stale) {
+			t.Fatalf("cluster %d token %d: %v, want stale=%v", c.cluster, c.token, err, c.stale)
+		}
 	}
 }

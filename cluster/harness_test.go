@@ -301,6 +301,9 @@ func (h *harness) load(seed int64) (stop func() int64) {
 				_, err3 := tx.Exec("INSERT INTO "+db+".ledger (acct, amount) VALUES (?, ?)", a, amt)
 				if err1 != nil || err2 != nil || err3 != nil {
 					_ = tx.Rollback()
+					if retryable(err1) || retryable(err2) || retryable(err3) {
+						continue // two transfers crossed: InnoDB chose this one to roll back
+					}
 					if ctx.Err() == nil {
 						errs <- fmt.Errorf("load: %v %v %v", err1, err2, err3)
 					}
@@ -310,6 +313,9 @@ func (h *harness) load(seed int64) (stop func() int64) {
 					_, _ = tx.Exec("DELETE FROM " + db + ".ledger ORDER BY id LIMIT 1")
 				}
 				if err := tx.Commit(); err != nil {
+					if retryable(err) {
+						continue
+					}
 					if ctx.Err() == nil {
 						errs <- err
 					}
@@ -365,6 +371,11 @@ func (h *harness) waitEqual(timeout time.Duration) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// retryable: a deadlock or a lock wait timeout of the write load.
+func retryable(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "Error 1213") || strings.Contains(err.Error(), "Error 1205"))
 }
 
 func tail(s string, n int) string {

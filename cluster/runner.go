@@ -93,7 +93,7 @@ func (w *Worker) runTask(ctx context.Context, sess *concurrency.Session, k *keep
 		}
 		began := time.Now()
 		w.logf("task %s: starting with fencing token %d", name, token)
-		err = w.runOnce(ctx, k, cfg, token, pub)
+		err = w.runOnce(ctx, k, cfg, resp.Header.ClusterId, token, pub)
 		if ctx.Err() != nil {
 			w.logf("task %s: stopped", name)
 			return
@@ -138,7 +138,7 @@ func (w *Worker) lock(ctx context.Context, m *concurrency.Mutex, pfx string) err
 
 // runOnce takes the target-side owner lock and runs the task until ctx
 // ends, the task fails, the lease may be lost or the lock's session ends.
-func (w *Worker) runOnce(ctx context.Context, k *keeper, cfg *task.Config, token int64, pub func(Published)) error {
+func (w *Worker) runOnce(ctx context.Context, k *keeper, cfg *task.Config, clusterID uint64, token int64, pub func(Published)) error {
 	db, err := dbconn.Open(ctx, "target", cfg.Target, dbconn.Options{MaxOpen: 1})
 	if err != nil {
 		return err
@@ -172,6 +172,9 @@ func (w *Worker) runOnce(ctx context.Context, k *keeper, cfg *task.Config, token
 	defer conn.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", lock) //nolint:errcheck
 	if k.ValidFor() <= 0 {
 		return errLeaseLost
+	}
+	if err := FenceTarget(ctx, conn, cfg.Name, clusterID, token, w.cfg.Name); err != nil {
+		return err
 	}
 	r, err := w.cfg.Start(cfg, w.log)
 	if err != nil {
