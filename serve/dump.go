@@ -26,15 +26,29 @@ func errDump(format string, a ...any) error {
 	return mysql.NewError(mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, fmt.Sprintf(format, a...))
 }
 
-// dump streams the relay from the requested file and position.
+// dumpRequest is what a dump command asks for.
+type dumpRequest struct {
+	name      string
+	pos       uint32
+	flags     uint16
+	replicaID uint32
+	// mysqlWant: COM_BINLOG_DUMP_GTID's GTID set (MySQL auto-position).
+	mysqlWant *mysql.MysqlGTIDSet
+}
+
+// dump streams the relay from the requested file and position
+// (COM_BINLOG_DUMP).
 func (h *session) dump(data []byte) error {
 	if len(data) < 10 {
 		return mysql.NewError(mysql.ER_MALFORMED_PACKET, "COM_BINLOG_DUMP too short")
 	}
-	pos := binary.LittleEndian.Uint32(data[0:])
-	flags := binary.LittleEndian.Uint16(data[4:])
-	replicaID := binary.LittleEndian.Uint32(data[6:])
-	name := string(data[10:])
+	return h.stream(dumpRequest{pos: binary.LittleEndian.Uint32(data[0:]), flags: binary.LittleEndian.Uint16(data[4:]),
+		replicaID: binary.LittleEndian.Uint32(data[6:]), name: string(data[10:])})
+}
+
+// stream sends the relay to a dump from where req says.
+func (h *session) stream(req dumpRequest) error {
+	name, pos, flags, replicaID := req.name, req.pos, req.flags, req.replicaID
 	if replicaID != 0 && replicaID == h.s.cfg.ServerID {
 		return errDump("the replica's server_id %d is the binlog service's own (fix: give the replica or serve.server-id another server_id)", replicaID)
 	}
@@ -45,7 +59,7 @@ func (h *session) dump(data []byte) error {
 	// A MariaDB replica in GTID mode sets @slave_connect_state (empty
 	// when it has no GTIDs yet) and the file and position mean nothing.
 	var want gtidState
-	if st, ok := h.vars["slave_connect_state"]; ok {
+	if st, ok := h.vars["slave_connect_state"]; ok && req.mysqlWant == nil {
 		var err error
 		if want, err = parseState(st); err != nil {
 			return mysql.NewError(1948, fmt.Sprintf("Could not parse GTID list %q: %v (fix: SET GLOBAL gtid_slave_pos to a valid position on the replica)", st, err))
@@ -59,9 +73,17 @@ func (h *session) dump(data []byte) error {
 		pos = 4
 	}
 	at := sluice.Position{File: name, Pos: pos}
-	if want != nil {
-		at, name = h.gtidStart(want, files)
-	} else if !h.s.log.Has(at) {
+	switch {
+	case want != nil:
+		at, name = h.gtidStart(files, replication.MARIADB_GTID_LIST_EVENT, func(raw []byte, crc bool) bool { return hasAll(want, gtidList(raw, crc)) })
+		pos = 4
+	case req.mysqlWant != nil:
+		at, name = h.gtidStart(files, replication.PREVIOUS_GTIDS_EVENT, func(raw []byte, crc bool) bool {
+			prev, err := previousGTIDs(raw, crc)
+			return err == nil && req.mysqlWant.Contain(prev)
+		})
+		pos = 4
+	case !h.s.log.Has(at):
 		return errDump("could not find %s:%d in the relay log, which holds %s to %s (fix: start the replica at a position the relay holds; SHOW BINARY LOGS lists them)",
 			name, pos, files[0], files[len(files)-1])
 	}
@@ -86,7 +108,7 @@ func (h *session) dump(data []byte) error {
 		return errDump("%v", err)
 	}
 	fileCRC := fdeChecksum(fde)
-	d := &dumper{h: h, aware: aware, fakeCRC: fakeCRC, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want}
+	d := &dumper{h: h, aware: aware, fakeCRC: fakeCRC, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want, mysqlWant: req.mysqlWant}
 	var done func()
 	d.stat, done = h.s.newDumpStat(h, replicaID, sluice.Position{File: name, Pos: pos})
 	defer done()
@@ -158,15 +180,17 @@ type dumper struct {
 	want     gtidState    // GTID mode: the replica's position in the domains not yet reached; nil by position
 	state    *binlogState // GTID mode: the binlog's state after the last event read
 	sendFake bool         // GTID mode: a domain was reached; the fake Gtid_list follows its group
-	headSeen bool         // GTID mode: the first file's Gtid_list was checked
-	skipping bool         // inside a group the replica already has
-	aware    bool         // the replica gets the files' checksums (it set @master_binlog_checksum)
-	fakeCRC  bool         // the events the service makes up carry one
-	fileCRC  bool         // the current file's events carry them
-	annotate bool
-	file     string
-	pos      uint32 // the position after the last event sent
-	stat     *dumpStat
+	headSeen bool         // GTID mode: the first file's Gtid_list (Previous_gtids) was checked
+	// mysqlWant: MySQL GTID mode, the replica's executed set; nil otherwise.
+	mysqlWant *mysql.MysqlGTIDSet
+	skipping  bool // inside a group the replica already has
+	aware     bool // the replica gets the files' checksums (it set @master_binlog_checksum)
+	fakeCRC   bool // the events the service makes up carry one
+	fileCRC   bool // the current file's events carry them
+	annotate  bool
+	file      string
+	pos       uint32 // the position after the last event sent
+	stat      *dumpStat
 }
 
 func (d *dumper) event(ev Event) error {
@@ -179,6 +203,12 @@ func (d *dumper) event(ev Event) error {
 	}
 	d.pos = ev.Pos.Pos
 	raw := ev.Data
+	if d.mysqlWant != nil {
+		send, err := d.mysqlFilter(ev)
+		if err != nil || !send {
+			return err
+		}
+	}
 	if d.want != nil {
 		send, err := d.gtidFilter(ev)
 		if err != nil {
@@ -321,23 +351,25 @@ func (d *dumper) gtidFilter(ev Event) (bool, error) {
 }
 
 // gtidStart is where a GTID dump begins: the newest file before which the
-// replica has every transaction (its Gtid_list is at or below the
-// replica's state in every domain), else the relay's first file.
-func (h *session) gtidStart(want gtidState, files []string) (sluice.Position, string) {
+// replica has every transaction (has says so of the file's head event of
+// type head: its Gtid_list or Previous_gtids), else the relay's first
+// file.
+func (h *session) gtidStart(files []string, head replication.EventType, has func(raw []byte, crc bool) bool) (sluice.Position, string) {
 	for i := len(files) - 1; i > 0; i-- {
 		at := sluice.Position{File: files[i], Pos: 4}
-		if st, err := h.headState(at); err == nil && hasAll(want, st) {
+		if raw, crc, err := h.headEvent(at, head); err == nil && has(raw, crc) {
 			return at, files[i]
 		}
 	}
 	return sluice.Position{}, files[0] // the first file from its start, the relay's head included
 }
 
-// headState reads the Gtid_list at a file's head.
-func (h *session) headState(at sluice.Position) (*binlogState, error) {
+// headEvent reads the event of type typ at a file's head, and whether the
+// file's events carry checksums.
+func (h *session) headEvent(at sluice.Position, typ replication.EventType) ([]byte, bool, error) {
 	r, err := h.s.log.Open(at)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -346,14 +378,14 @@ func (h *session) headState(at sluice.Position) (*binlogState, error) {
 	for i := 0; i < 4; i++ {
 		ev, err := r.Next(ctx)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		switch ev.Type {
 		case replication.FORMAT_DESCRIPTION_EVENT:
 			crc = fdeChecksum(ev.Data)
-		case replication.MARIADB_GTID_LIST_EVENT:
-			return gtidList(ev.Data, crc), nil
+		case typ:
+			return ev.Data, crc, nil
 		}
 	}
-	return nil, fmt.Errorf("no Gtid_list at the head of %s", at.File)
+	return nil, false, fmt.Errorf("no %s at the head of %s", typ, at.File)
 }

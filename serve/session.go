@@ -292,6 +292,8 @@ func (h *session) HandleOtherCommand(cmd byte, data []byte) error {
 		return nil
 	case mysql.COM_BINLOG_DUMP:
 		return h.dump(data)
+	case mysql.COM_BINLOG_DUMP_GTID:
+		return h.dumpGTID(data)
 	}
 	return mysql.NewError(mysql.ER_UNKNOWN_COM_ERROR, fmt.Sprintf("command %d is not supported by sluice serve", cmd))
 }
