@@ -59,8 +59,9 @@ func newSandboxEtcdCmd(dir *string) *cobra.Command {
 
 	var statusName string
 	statusCmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show whether an etcd sandbox runs",
+		Use:     "status",
+		Example: "  sluice sandbox etcd status --name etcd",
+		Short:   "Show whether an etcd sandbox runs",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			e, err := sandbox.LoadEtcd(*dir, statusName)
