@@ -62,7 +62,7 @@ func newSandboxEtcdCmd(dir *string) *cobra.Command {
 		Use:     "status",
 		Example: "  sluice sandbox etcd status --name etcd",
 		Short:   "Show whether an etcd sandbox runs",
-		Args:  cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			e, err := sandbox.LoadEtcd(*dir, statusName)
 			if err != nil {
