@@ -28,6 +28,9 @@ import (
 type SinkTask struct {
 	t    *Task // the relay half (fetch) and the task's settings
 	kcfg kafka.Config
+	// Snapshot makes a task without a checkpoint start with the initial
+	// snapshot (migrate --mode all) instead of a start position.
+	Snapshot bool
 
 	events   atomic.Uint64
 	restarts atomic.Int64
@@ -128,6 +131,11 @@ func (s *SinkTask) run(ctx context.Context, start *sluice.Position) error {
 	}
 	defer rlog.Close()
 	if !rlog.Has(pos) {
+		// The snapshot's position is newer than the binlog list read
+		// before it: read it again.
+		if info, err = binlog.Check(ctx, bcfg); err != nil {
+			return err
+		}
 		if err := binlog.CheckPosition(info, pos, t.cfg.Source); err != nil {
 			return err
 		}
@@ -168,7 +176,11 @@ func (s *SinkTask) run(ctx context.Context, start *sluice.Position) error {
 // seeds it for a new task: the start position and the source's schema.
 func (s *SinkTask) startPosition(ctx context.Context, start *sluice.Position, info *binlog.Info, bcfg binlog.Config) (sluice.Position, error) {
 	t := s.t
-	sk, err := kafka.New(s.kcfg)
+	kc := s.kcfg
+	if s.Snapshot {
+		kc.TxnTimeout = kc.SnapshotTimeout
+	}
+	sk, err := kafka.New(kc)
 	if err != nil {
 		return sluice.Position{}, err
 	}
@@ -180,6 +192,9 @@ func (s *SinkTask) startPosition(ctx context.Context, start *sluice.Position, in
 	if ok {
 		cp.Pos.Flavor = info.Flavor
 		return cp.Pos, nil
+	}
+	if s.Snapshot {
+		return s.snapshotInto(ctx, sk, info.Flavor)
 	}
 	want := t.cfg.Start
 	if start != nil {

@@ -11,12 +11,14 @@ import (
 )
 
 // runSinkMigrate runs a task whose task file has sink: instead of target:
-// (docs/manual/kafka.md). Only the incremental mode exists so far: the
-// snapshot as op "r" events (--mode all) is not built yet.
+// (docs/manual/kafka.md): --mode all emits the snapshot as op "r" events,
+// then the changes; --mode incremental starts from a position.
 func runSinkMigrate(ctx context.Context, cfg *task.Config, mode string, out io.Writer) error {
-	if mode != "incremental" {
-		return &sluice.Error{Op: "migrate " + cfg.Name, Err: fmt.Errorf("%w: --mode %s with a Kafka sink is not supported yet", sluice.ErrConfig, mode),
-			Hint: "use --mode incremental with incremental.gtid-set or binlog-file/binlog-pos in the task file"}
+	switch mode {
+	case "incremental", "all":
+	default:
+		return &sluice.Error{Op: "migrate " + cfg.Name, Err: fmt.Errorf("%w: --mode %s with a Kafka sink", sluice.ErrConfig, mode),
+			Hint: "use --mode all (snapshot as op r events, then the changes) or --mode incremental"}
 	}
 	rc, kc, err := replicate.SinkFromTask(cfg)
 	if err != nil {
@@ -26,5 +28,8 @@ func runSinkMigrate(ctx context.Context, cfg *task.Config, mode string, out io.W
 	if err != nil {
 		return err
 	}
+	// --mode all: a task without a checkpoint in Kafka starts with the
+	// snapshot; one that has a checkpoint resumes from it.
+	t.Snapshot = mode == "all"
 	return t.Run(ctx, nil)
 }

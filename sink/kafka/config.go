@@ -54,12 +54,16 @@ type Config struct {
 	CommitInterval time.Duration
 	// TxnTimeout is the producer's transaction.timeout.ms.
 	TxnTimeout time.Duration
+	// SnapshotTimeout is the transaction timeout of the initial snapshot,
+	// which is one transaction (snapshot.go): it must not exceed the
+	// broker's transaction.max.timeout.ms (15 minutes by default).
+	SnapshotTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults for a task.
 func DefaultConfig(task string) Config {
 	return Config{Task: task, Format: FormatDebezium, DecimalHandling: "precise", CreateTopics: true, Partitions: 1,
-		MaxBatchTxns: 2000, CommitInterval: 100 * time.Millisecond, TxnTimeout: 2 * time.Minute}
+		MaxBatchTxns: 2000, CommitInterval: 100 * time.Millisecond, TxnTimeout: 2 * time.Minute, SnapshotTimeout: 15 * time.Minute}
 }
 
 // Validate checks the config.

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,12 +81,27 @@ func (e event) id() string {
 	if e.Op == "d" {
 		row = e.Before
 	}
-	return fmt.Sprint(row["id"])
+	return text(row["id"])
+}
+
+// text prints a decoded JSON value; numbers in full (fmt would print
+// 1000001 as 1.000001e+06).
+func text(v any) string {
+	if f, ok := v.(float64); ok {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
 
 // endOffsets returns the last stable offsets (read_committed ends) of
 // every partition of topics.
 func endOffsets(ctx context.Context, cl *kgo.Client, topics []string) (map[string]map[int32]int64, error) {
+	return listEnds(ctx, cl, topics, 1)
+}
+
+// listEnds returns the ends of topics' partitions: isolation 1 the last
+// stable offsets, 0 the high watermarks (uncommitted records included).
+func listEnds(ctx context.Context, cl *kgo.Client, topics []string, isolation int8) (map[string]map[int32]int64, error) {
 	mreq := kmsg.NewPtrMetadataRequest()
 	for _, t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
@@ -97,7 +113,7 @@ func endOffsets(ctx context.Context, cl *kgo.Client, topics []string) (map[strin
 		return nil, err
 	}
 	lreq := kmsg.NewPtrListOffsetsRequest()
-	lreq.IsolationLevel = 1
+	lreq.IsolationLevel = isolation
 	for _, t := range mresp.Topics {
 		if t.ErrorCode != 0 {
 			continue // not created yet: nothing committed

@@ -306,7 +306,7 @@ func compareWithTables(t *testing.T, seed int64, events []event, db *sql.DB, sch
 				t.Fatalf("seed %d: %s id %s is in the source but no event leaves it", seed, tb, id)
 			}
 			gotTS, _ := r["ts"].(string)
-			if fmt.Sprint(r["v"]) != v || fmt.Sprint(r["n"]) != num || fmt.Sprint(r["e"]) != e || decimalText(r["d"], 2) != d || !sameInstant(gotTS, ts) {
+			if text(r["v"]) != v || text(r["n"]) != num || text(r["e"]) != e || decimalText(r["d"], 2) != d || !sameInstant(gotTS, ts) {
 				t.Fatalf("seed %d: %s id %s: source (%q %s %s %s %s), events leave %v", seed, tb, id, v, num, d, e, ts, r)
 			}
 		}
