@@ -2,9 +2,11 @@ package cluster_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -327,4 +329,34 @@ func TestTargetFenceRefusesStaleToken(t *testing.T) {
 			t.Fatalf("cluster %d token %d: %v, want stale=%v", c.cluster, c.token, err, c.stale)
 		}
 	}
+}
+
+// TestTaskAddKeepsSecretsOut: a ${VAR} password is stored as written (the
+// admin need not know it), and a worker without it in its environment
+// shows the one-line reason in status instead of running the task.
+func TestTaskAddKeepsSecretsOut(t *testing.T) {
+	h := newHarness(t, 0)
+	yaml := fmt.Sprintf("name: secret_%s\nsource: {host: 127.0.0.1, port: %d, user: root, password: \"${CLUSTER_TEST_PW}\"}\n"+
+		"target: {host: 127.0.0.1, port: %d, user: root}\ntables: {include: [\"nosuch.*\"]}\n", h.prefix, src.Port, dst.Port)
+	f := filepath.Join(h.dir, "secret.yaml")
+	if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.sluice("task", "add", "--etcd", etcd.Endpoint(), "--etcd-prefix", "/"+h.prefix, "--config", f)
+	b, err := h.store.TaskFile(t.Context(), "secret_"+h.prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "${CLUSTER_TEST_PW}") {
+		t.Fatalf("stored task file:\n%s", b)
+	}
+	// A second add of the same name is refused in one line.
+	if out, err := runSluice("task", "add", "--etcd", etcd.Endpoint(), "--etcd-prefix", "/"+h.prefix, "--config", f); err == nil || !strings.Contains(out, "exists") {
+		t.Fatalf("second add: %v %q", err, out)
+	}
+	h.startWorker("w1")
+	h.waitFor("status names the missing variable", time.Minute, func() bool {
+		out := h.sluice("status", "--etcd", etcd.Endpoint(), "--etcd-prefix", "/"+h.prefix)
+		return strings.Contains(out, "failed") && strings.Contains(out, "CLUSTER_TEST_PW")
+	})
 }

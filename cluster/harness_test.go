@@ -430,7 +430,7 @@ func (a *auditor) sample(db *sql.DB) {
 	}
 	a.h.mu.Unlock()
 	for _, pid := range pids {
-		for _, p := range localPorts(pid) {
+		for _, p := range localPorts(pid, dst.Port) {
 			ports[p] = pid
 		}
 	}
@@ -449,20 +449,24 @@ func (a *auditor) sample(db *sql.DB) {
 		if ids.String == "" {
 			continue
 		}
-		rows, err := db.Query("SELECT HOST FROM information_schema.PROCESSLIST WHERE ID IN (" + ids.String + ")")
+		rows, err := db.Query("SELECT ID, HOST, COMMAND, STATE FROM information_schema.PROCESSLIST WHERE ID IN (" + ids.String + ")")
 		if err != nil {
 			continue
 		}
 		seen := map[int]bool{}
+		var detail []string
 		for rows.Next() {
-			var host string
-			if rows.Scan(&host) != nil {
+			var id int64
+			var host, command string
+			var state sql.NullString
+			if rows.Scan(&id, &host, &command, &state) != nil {
 				continue
 			}
 			if i := strings.LastIndexByte(host, ':'); i > 0 {
 				p, _ := strconv.Atoi(host[i+1:])
 				if pid, ok := ports[p]; ok {
 					seen[pid] = true
+					detail = append(detail, fmt.Sprintf("session %d from %s (pid %d, %s %s)", id, host, pid, command, state.String))
 				}
 			}
 		}
@@ -470,7 +474,8 @@ func (a *auditor) sample(db *sql.DB) {
 		now[task] = seen
 		if len(seen) > 1 {
 			a.mu.Lock()
-			a.bad = append(a.bad, fmt.Sprintf("%s: task %s held on the target by worker processes %v at once", time.Now().Format("15:04:05.000"), task, seen))
+			a.bad = append(a.bad, fmt.Sprintf("%s: task %s held on the target by worker processes %v at once: %s (owner lock and slots held by sessions %s)",
+				time.Now().Format("15:04:05.000"), task, seen, strings.Join(detail, "; "), ids.String))
 			a.mu.Unlock()
 		}
 	}
@@ -506,8 +511,12 @@ func (a *auditor) finish(t *testing.T) {
 	t.Logf("auditor: %d samples of the target's locks, no task held by two workers: %v", a.samples.Load(), len(a.bad) == 0)
 }
 
-// localPorts lists the local TCP ports of pid's sockets (/proc/net/tcp).
-func localPorts(pid int) []int {
+// localPorts lists the local TCP ports of pid's connections to remote
+// port rport (/proc/net/tcp). The remote port matters: Linux gives one
+// local port to several connections when their destinations differ, so a
+// worker's connection to the source may share a port number with another
+// worker's session on the target.
+func localPorts(pid, rport int) []int {
 	inodes := map[string]bool{}
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	for _, fd := range fds {
@@ -525,6 +534,9 @@ func localPorts(pid int) []int {
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			fs := strings.Fields(line)
 			if len(fs) < 10 || !inodes[fs[9]] {
+				continue
+			}
+			if i := strings.LastIndexByte(fs[2], ':'); i < 0 || fs[2][i+1:] != fmt.Sprintf("%04X", rport) {
 				continue
 			}
 			if i := strings.LastIndexByte(fs[1], ':'); i > 0 {

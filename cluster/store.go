@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -68,7 +69,9 @@ func (s *Store) Client() *clientv3.Client { return s.cli }
 // AddTask stores a task file under its name. The YAML must parse as a task
 // with source and target; a task of that name must not exist yet.
 func (s *Store) AddTask(ctx context.Context, yaml []byte) (string, error) {
-	cfg, err := task.Parse(yaml)
+	// ${VAR} passwords are the workers' to resolve from their environment:
+	// check the file with them blanked, and store it as given.
+	cfg, err := task.Parse(envRef.ReplaceAll(yaml, []byte("redacted")))
 	if err != nil {
 		return "", err
 	}
@@ -225,3 +228,5 @@ func (s *Store) TaskFile(ctx context.Context, name string) ([]byte, error) {
 }
 
 var errLeaseLost = errors.New("lease lost")
+
+var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)

@@ -158,6 +158,8 @@ func (w *Worker) term(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("etcd session: %v", err)
 	}
+	// The session's keepalive goroutine ends with tctx; join it.
+	defer func() { stop(); <-sess.Done() }()
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
