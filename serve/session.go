@@ -31,8 +31,12 @@ func (h *session) UseDB(string) error { return nil }
 
 var (
 	setAssign = regexp.MustCompile(`(?is)^\s*(@@session\.|@@global\.|@@local\.|@@|@)?([a-z_][a-z0-9_]*)\s*(=|:=)\s*(.*?)\s*$`)
-	showVarRe = regexp.MustCompile(`(?is)^\s*show\s+(global\s+|session\s+)?variables\s+like\s+'([^']*)'\s*$`)
+	showVarRe = regexp.MustCompile(`(?is)^\s*show\s+(global\s+|session\s+)?variables(\s+like\s+'([^']*)')?\s*$`)
 	selectRe  = regexp.MustCompile(`(?is)^\s*select\s+(.*?)\s*(limit\s+\d+\s*)?$`)
+	// SET STATEMENT var=value[, ...] FOR query: MariaDB's per-statement
+	// settings; its JDBC driver wraps every query that has a timeout so
+	// (Debezium's do). The query is answered, the settings ignored.
+	setStmtRe = regexp.MustCompile(`(?is)^\s*set\s+statement\s+.*?\s+for\s+(.+)$`)
 	killRe    = regexp.MustCompile(`(?is)^\s*kill\s+(?:connection\s+)?(\d+)\s*$`)
 )
 
@@ -41,6 +45,9 @@ var (
 // refused with a one-line error: the service has no tables.
 func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 	q = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(q), ";"))
+	if m := setStmtRe.FindStringSubmatch(q); m != nil {
+		return h.HandleQuery(m[1])
+	}
 	lq := strings.ToLower(q)
 	switch {
 	case strings.HasPrefix(lq, "set "):
@@ -54,7 +61,10 @@ func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 		return nil, nil
 	case showVarRe.MatchString(q):
 		m := showVarRe.FindStringSubmatch(q)
-		return h.showVariables(m[2])
+		if m[2] == "" { // no LIKE: all of them (Debezium reads them so)
+			m[3] = "%"
+		}
+		return h.showVariables(m[3])
 	case lq == "show master status", lq == "show binlog status", lq == "show binary log status":
 		end := h.s.log.End()
 		return resultset([]string{"File", "Position", "Binlog_Do_DB", "Binlog_Ignore_DB"},
