@@ -7,14 +7,14 @@
 GO        ?= go
 BIN       := bin/sluice
 STATICCHECK_VERSION := v0.8.2
-APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus redis-server etcd-server default-jre-headless maven
+APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus redis-server etcd-server default-jre-headless default-jdk-headless maven
 TEST_TIMEOUT ?= 25m
 # sluice version reports these (the go command's own VCS stamp may be off).
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X github.com/sluice-db/sluice.Version=$(VERSION) -X github.com/sluice-db/sluice.Commit=$(COMMIT)
 
-.PHONY: all build deps test test-short lint difftest demo test-dtm-conformance bench-full-import bench-replication bench-dtx bench-oltp clean
+.PHONY: all build deps test test-short lint difftest demo test-dtm-conformance test-debezium bench-full-import bench-replication bench-dtx bench-oltp clean
 
 all: build
 
@@ -34,6 +34,7 @@ deps:
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
 	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	command -v javac >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -70,6 +71,12 @@ test: deps lint
 RUN ?= .
 test-dtm-conformance: deps
 	./compat/dtmconf/run.sh "$(RUN)"
+
+# test-debezium runs Debezium's MariaDB connector (embedded engine, jars from
+# Maven Central) against a source and against sluice serve and compares
+# their change events (compat/debezium, docs/manual/debezium.md).
+test-debezium: deps
+	cd compat/debezium && SLUICE_DEBEZIUM=1 $(GO) test -race -count=1 -v -run TestDebezium ./...
 
 test-short: deps
 	$(GO) test -short -count=1 ./...
