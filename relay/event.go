@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice/internal/binlogev"
 )
 
 // The relay handles events as raw bytes: it only needs a few header fields,
@@ -24,69 +25,15 @@ const (
 // magic opens every binlog file.
 var magic = replication.BinLogFileHeader
 
-type header struct {
-	Timestamp uint32
-	Type      replication.EventType
-	ServerID  uint32
-	Size      uint32
-	LogPos    uint32
-	Flags     uint16
-}
+// The header and checksum helpers live in internal/binlogev, shared with
+// the binlog service and the merge.
+type header = binlogev.Header
 
-func parseHeader(b []byte) (header, error) {
-	if len(b) < headerSize {
-		return header{}, fmt.Errorf("event header: %d bytes, need %d", len(b), headerSize)
-	}
-	h := header{
-		Timestamp: binary.LittleEndian.Uint32(b[0:]),
-		Type:      replication.EventType(b[4]),
-		ServerID:  binary.LittleEndian.Uint32(b[5:]),
-		Size:      binary.LittleEndian.Uint32(b[9:]),
-		LogPos:    binary.LittleEndian.Uint32(b[13:]),
-		Flags:     binary.LittleEndian.Uint16(b[17:]),
-	}
-	if h.Size < headerSize {
-		return h, fmt.Errorf("event header: size %d is smaller than the header", h.Size)
-	}
-	return h, nil
-}
-
-func (h header) artificial() bool { return h.Flags&replication.LOG_EVENT_ARTIFICIAL_F != 0 }
-
-// fdeChecksum reports whether events that follow this format description
-// event carry a CRC32 trailer. The algorithm byte sits just before the FDE's
-// own 4-byte checksum (servers that know checksums always append one).
-func fdeChecksum(raw []byte) bool {
-	// binlog_version(2) + server_version(50) + create_timestamp(4) + header_length(1)
-	const fixed = headerSize + 2 + 50 + 4 + 1
-	if len(raw) < fixed+5 {
-		return false
-	}
-	ver := string(bytes.TrimRight(raw[headerSize+2:headerSize+52], "\x00"))
-	if !versionKnowsChecksum(ver) {
-		return false
-	}
-	return raw[len(raw)-5] == byte(replication.BINLOG_CHECKSUM_ALG_CRC32)
-}
-
-// versionKnowsChecksum: MySQL 5.6.1+ and every MariaDB since 5.3 write the
-// checksum algorithm into the FDE.
-func versionKnowsChecksum(v string) bool {
-	if strings.Contains(strings.ToLower(v), "mariadb") {
-		return true
-	}
-	nums := [3]int{}
-	for i, part := range strings.SplitN(v, ".", 3) {
-		for _, c := range part {
-			if c < '0' || c > '9' {
-				break
-			}
-			nums[i] = nums[i]*10 + int(c-'0')
-		}
-	}
-	maj, mnr, p := nums[0], nums[1], nums[2]
-	return maj > 5 || (maj == 5 && (mnr > 6 || (mnr == 6 && p >= 1)))
-}
+var (
+	parseHeader          = binlogev.ParseHeader
+	fdeChecksum          = binlogev.FDEChecksum
+	versionKnowsChecksum = binlogev.VersionKnowsChecksum
+)
 
 // setLogPos rewrites an event's log_pos and, when it has one, its checksum.
 // Servers resend a file's FDE with log_pos 0 when a dump starts mid-file; the
@@ -215,7 +162,7 @@ func (g *gtidTracker) onEvent(h header, raw []byte, checksum, boundary bool) {
 			g.pending = fmt.Sprintf("%s:%d", uuidString(body[1:17]), binary.LittleEndian.Uint64(body[17:]))
 		}
 	case replication.MARIADB_GTID_LIST_EVENT:
-		if h.artificial() || g.flavor != mysql.MariaDBFlavor {
+		if h.Artificial() || g.flavor != mysql.MariaDBFlavor {
 			return
 		}
 		// The list at a file's head is the state before the file; it never

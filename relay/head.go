@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice/internal/binlogev"
 )
 
 // A new relay starts at the task's start position, not at offset 4 of its
@@ -126,21 +128,10 @@ func crc32Zeros(c uint32, n int64) uint32 {
 	return c
 }
 
-// buildEvent builds one event starting at offset at.
+// buildEvent builds one event starting at offset at; crc is the length of
+// its checksum trailer (0 or 4).
 func buildEvent(typ replication.EventType, serverID, ts uint32, at int64, body []byte, flags uint16, crc int) []byte {
-	size := headerSize + len(body) + crc
-	raw := make([]byte, headerSize, size)
-	binary.LittleEndian.PutUint32(raw[0:], ts)
-	raw[4] = byte(typ)
-	binary.LittleEndian.PutUint32(raw[5:], serverID)
-	binary.LittleEndian.PutUint32(raw[9:], uint32(size))
-	binary.LittleEndian.PutUint32(raw[13:], uint32(at)+uint32(size))
-	binary.LittleEndian.PutUint16(raw[17:], flags)
-	raw = append(raw, body...)
-	if crc > 0 {
-		raw = binary.LittleEndian.AppendUint32(raw, crc32.ChecksumIEEE(raw))
-	}
-	return raw
+	return binlogev.EncodeAt(typ, serverID, ts, flags, body, crc > 0, at)
 }
 
 // mariaGTIDList encodes a Gtid_list event body: a count, then domain,

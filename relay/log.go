@@ -17,13 +17,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/go-mysql-org/go-mysql/replication"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/private"

@@ -99,7 +99,7 @@ func (w *Writer) Write(ev *replication.BinlogEvent) error {
 		if !ok {
 			return fmt.Errorf("relay: rotate event not decoded")
 		}
-		if h.artificial() || h.Timestamp == 0 || h.LogPos == 0 {
+		if h.Artificial() || h.Timestamp == 0 || h.LogPos == 0 {
 			return w.switchTo(string(re.NextLogName), int64(re.Position))
 		}
 	case replication.FORMAT_DESCRIPTION_EVENT:
@@ -115,7 +115,7 @@ func (w *Writer) Write(ev *replication.BinlogEvent) error {
 			setLogPos(raw, uint32(w.size)+h.Size, w.checksum)
 		}
 	default:
-		if h.artificial() {
+		if h.Artificial() {
 			return nil // e.g. MariaDB's fake Gtid_list at a GTID start
 		}
 	}

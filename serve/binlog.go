@@ -1,13 +1,12 @@
 package serve
 
 import (
-	"bytes"
 	"context"
-	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/binlogev"
 )
 
 // Binlog is what the service serves: a sequence of binlog files whose
@@ -48,28 +47,6 @@ type Event struct {
 	Boundary bool
 }
 
-// fdeChecksum reports whether the events after this format description
-// event carry a CRC32 trailer: MySQL 5.6.1+ and every MariaDB since 5.3
-// write the algorithm byte just before the FDE's own checksum.
-func fdeChecksum(raw []byte) bool {
-	const fixed = headerSize + 2 + 50 + 4 + 1
-	if len(raw) < fixed+5 {
-		return false
-	}
-	v := string(bytes.TrimRight(raw[headerSize+2:headerSize+52], "\x00"))
-	if !strings.Contains(strings.ToLower(v), "mariadb") {
-		var n [3]int
-		for i, part := range strings.SplitN(v, ".", 3) {
-			for _, c := range part {
-				if c < '0' || c > '9' {
-					break
-				}
-				n[i] = n[i]*10 + int(c-'0')
-			}
-		}
-		if !(n[0] > 5 || n[0] == 5 && (n[1] > 6 || n[1] == 6 && n[2] >= 1)) {
-			return false
-		}
-	}
-	return raw[len(raw)-5] == byte(replication.BINLOG_CHECKSUM_ALG_CRC32)
-}
+// fdeChecksum reports whether the events after a format description event
+// carry a CRC32 trailer.
+var fdeChecksum = binlogev.FDEChecksum

@@ -5,34 +5,18 @@ import (
 	"hash/crc32"
 
 	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice/internal/binlogev"
 )
 
 const (
-	headerSize = replication.EventHeaderSize
+	headerSize = binlogev.HeaderSize
 	// LOG_EVENT_BINLOG_IN_USE_F: the file was open when the FDE was read.
 	flagInUse = 0x0001
 )
 
-// buildEvent encodes one event: the 19-byte header (timestamp, type,
-// server id, size, log_pos, flags), the body and, when crc, its CRC32.
-func buildEvent(typ replication.EventType, serverID, ts, logPos uint32, flags uint16, body []byte, crc bool) []byte {
-	size := headerSize + len(body)
-	if crc {
-		size += 4
-	}
-	raw := make([]byte, headerSize, size)
-	binary.LittleEndian.PutUint32(raw[0:], ts)
-	raw[4] = byte(typ)
-	binary.LittleEndian.PutUint32(raw[5:], serverID)
-	binary.LittleEndian.PutUint32(raw[9:], uint32(size))
-	binary.LittleEndian.PutUint32(raw[13:], logPos)
-	binary.LittleEndian.PutUint16(raw[17:], flags)
-	raw = append(raw, body...)
-	if crc {
-		raw = binary.LittleEndian.AppendUint32(raw, crc32.ChecksumIEEE(raw))
-	}
-	return raw
-}
+// buildEvent encodes one event (binlogev.Encode).
+var buildEvent = binlogev.Encode
 
 // artificialRotate is the Rotate a primary sends before each file of a
 // dump: timestamp 0, log_pos 0, the artificial flag, and the position and

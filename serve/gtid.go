@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice/internal/binlogev"
 )
 
 // gtid is one MariaDB GTID.
@@ -84,13 +86,7 @@ func (b *binlogState) body() []byte {
 }
 
 // eventBody is an event's body without its checksum.
-func eventBody(raw []byte, crc bool) []byte {
-	b := raw[headerSize:]
-	if crc && len(b) >= 4 {
-		b = b[:len(b)-4]
-	}
-	return b
-}
+var eventBody = binlogev.Body
 
 // gtidOf reads a MariaDB GTID event: sequence number 8, domain 4; the
 // server id is the header's.
