@@ -139,6 +139,15 @@ func (w *Worker) lock(ctx context.Context, m *concurrency.Mutex, pfx string) err
 // runOnce takes the target-side owner lock and runs the task until ctx
 // ends, the task fails, the lease may be lost or the lock's session ends.
 func (w *Worker) runOnce(ctx context.Context, k *keeper, cfg *task.Config, clusterID uint64, token int64, pub func(Published)) error {
+	if cfg.HasSink() {
+		// Kafka fences by itself: the sink's transactional id is stable per
+		// task, so the new owner's producer bumps its epoch and the old
+		// one's next commit fails (docs/manual/kafka.md).
+		if k.ValidFor() <= 0 {
+			return errLeaseLost
+		}
+		return w.runWhileOwner(ctx, k, cfg, token, pub)
+	}
 	db, err := dbconn.Open(ctx, "target", cfg.Target, dbconn.Options{MaxOpen: 1})
 	if err != nil {
 		return err
@@ -176,6 +185,20 @@ func (w *Worker) runOnce(ctx context.Context, k *keeper, cfg *task.Config, clust
 	if err := FenceTarget(ctx, conn, cfg.Name, clusterID, token, w.cfg.Name); err != nil {
 		return err
 	}
+	return w.runWhileOwner(ctx, k, cfg, token, pub, func(ctx context.Context) error {
+		// The lock's session is the target's proof of ownership: if it
+		// ended (target restart, killed session), stop and take it again.
+		var mine sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", lock).Scan(&mine); err != nil || mine.Int64 != 1 {
+			return fmt.Errorf("the target-side owner lock was lost: %v", err)
+		}
+		return nil
+	})
+}
+
+// runWhileOwner runs the task until ctx ends, it fails, the lease may be lost
+// or check (every StatusEvery) fails; it publishes the task's status.
+func (w *Worker) runWhileOwner(ctx context.Context, k *keeper, cfg *task.Config, token int64, pub func(Published), checks ...func(context.Context) error) error {
 	r, err := w.cfg.Start(cfg, w.log)
 	if err != nil {
 		return err
@@ -212,14 +235,13 @@ func (w *Worker) runOnce(ctx context.Context, k *keeper, cfg *task.Config, clust
 				return
 			case <-tick.C:
 			}
-			// The lock's session is the target's proof of ownership: if it
-			// ended (target restart, killed session), stop and take it again.
-			var mine sql.NullInt64
-			if err := conn.QueryRowContext(rctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", lock).Scan(&mine); err != nil || mine.Int64 != 1 {
-				if rctx.Err() == nil {
-					stopWith(fmt.Errorf("the target-side owner lock was lost: %v", err))
+			for _, check := range checks {
+				if err := check(rctx); err != nil {
+					if rctx.Err() == nil {
+						stopWith(err)
+					}
+					return
 				}
-				return
 			}
 			if l, ok := r.(Lagger); ok {
 				w.met.lag.WithLabelValues(cfg.Name).Set(l.LagSeconds())

@@ -75,7 +75,11 @@ func (s *Store) AddTask(ctx context.Context, yaml []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := cfg.Require("source", "target"); err != nil {
+	need := []string{"source", "target"}
+	if cfg.HasSink() {
+		need = need[:1]
+	}
+	if err := cfg.Require(need...); err != nil {
 		return "", err
 	}
 	if !ValidName(cfg.Name) {

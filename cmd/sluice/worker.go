@@ -109,7 +109,27 @@ func (r replication) Run(ctx context.Context) error { return r.t.Run(ctx, nil) }
 func (r replication) Status() any                   { return r.t.Status() }
 func (r replication) LagSeconds() float64           { return r.t.Status().LagSeconds }
 
+// sinkReplication adapts a Kafka sink task (sink: in the task file).
+type sinkReplication struct{ t *replicate.SinkTask }
+
+func (r sinkReplication) Run(ctx context.Context) error { return r.t.Run(ctx, nil) }
+func (r sinkReplication) Status() any                   { return r.t.Status() }
+func (r sinkReplication) LagSeconds() float64           { return r.t.Status().LagSeconds }
+
 func startReplication(cfg *task.Config, log io.Writer) (cluster.Runnable, error) {
+	if cfg.HasSink() {
+		// Changes only, from the checkpoint in Kafka (or the task file's
+		// start): a worker never takes a snapshot.
+		rc, kc, err := replicate.SinkFromTask(cfg)
+		if err != nil {
+			return nil, err
+		}
+		t, err := replicate.NewSinkTask(rc, kc, log)
+		if err != nil {
+			return nil, err
+		}
+		return sinkReplication{t}, nil
+	}
 	rc, err := replicate.FromTask(cfg)
 	if err != nil {
 		return nil, err
