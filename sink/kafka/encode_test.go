@@ -117,3 +117,38 @@ func TestDebeziumEnvelope(t *testing.T) {
 		}
 	}
 }
+
+// TestCanalJSON checks canal's flat message: values as text, the changed
+// columns' old values under "old" for an update.
+func TestCanalJSON(t *testing.T) {
+	cfg := DefaultConfig("t")
+	cfg.TopicPrefix, cfg.Format = "srv", FormatCanalJSON
+	e := newEncoder(cfg)
+	tb := &sluice.Table{Ref: sluice.TableRef{Schema: "db", Name: "t"}, PK: []int{0},
+		Columns: []sluice.Column{{Name: "id", DataType: "int", FullType: "int(11)"}, {Name: "v", DataType: "varchar", FullType: "varchar(5)", Nullable: true},
+			{Name: "e", DataType: "char", FullType: "enum('x','y')"}}}
+	ch := sluice.RowChange{Kind: sluice.Update, Table: tb, Before: []any{int32(1), "a", int64(1)}, After: []any{int32(1), "b", int64(1)}}
+	m := txnMeta{gtid: "0-1-7", ts: 1700000000}
+	val := e.canalValue(nil, &ch, &m, time.Unix(1700000001, 0))
+	var msg struct {
+		Database, Table, Type string
+		PkNames               []string
+		IsDdl                 bool
+		Es, Ts                int64
+		MysqlType             map[string]string
+		Data, Old             []map[string]any
+	}
+	if err := json.Unmarshal(val, &msg); err != nil {
+		t.Fatalf("%v: %s", err, val)
+	}
+	if msg.Database != "db" || msg.Table != "t" || msg.Type != "UPDATE" || msg.IsDdl || msg.Es != 1700000000000 || msg.Ts != 1700000001000 ||
+		len(msg.PkNames) != 1 || msg.PkNames[0] != "id" || msg.MysqlType["e"] != "enum('x','y')" {
+		t.Fatalf("message %s", val)
+	}
+	if len(msg.Data) != 1 || msg.Data[0]["id"] != "1" || msg.Data[0]["v"] != "b" || msg.Data[0]["e"] != "x" {
+		t.Fatalf("data %v", msg.Data)
+	}
+	if len(msg.Old) != 1 || len(msg.Old[0]) != 1 || msg.Old[0]["v"] != "a" {
+		t.Fatalf("old %v (only the changed column)", msg.Old)
+	}
+}

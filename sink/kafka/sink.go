@@ -467,15 +467,11 @@ func (s *Sink) commitLocked(ctx context.Context) error {
 	return nil
 }
 
+// produceErr names a failed write. UNKNOWN_TOPIC_OR_PARTITION here is not
+// taken as a missing topic: a restarting broker answers it while it loads
+// its logs. The sink restarts, and its next Open checks each topic again
+// (ensureTopic), which tells a missing topic from a slow broker.
 func (s *Sink) produceErr(err error) error {
-	var topic string
-	if s := err.Error(); strings.Contains(s, "UNKNOWN_TOPIC_OR_PARTITION") {
-		topic = "?"
-	}
-	if topic != "" {
-		return &sluice.Error{Op: "kafka sink: write", Err: fmt.Errorf("%w: %v", ErrUnknownTopic, err),
-			Hint: "create the sink's topics, or set sink.kafka.create-topics: true"}
-	}
 	return s.brokerErr("write", err)
 }
 

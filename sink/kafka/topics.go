@@ -105,7 +105,9 @@ func (s *Sink) brokerErr(op string, err error) error {
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):
 		return &sluice.Error{Op: "kafka sink: " + op, Err: fmt.Errorf("%w: %v", ErrNotAuthorized, err),
 			Hint: "grant IDEMPOTENT_WRITE on the cluster to sluice's principal"}
-	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
+	case errors.Is(err, kerr.ProducerFenced):
+		// Only a fence is final: INVALID_PRODUCER_EPOCH may follow a
+		// broker restart, and a restart of the sink (a new epoch) heals it.
 		return &sluice.Error{Op: "kafka sink: " + op, Err: fmt.Errorf("%w: %v", ErrFenced, err),
 			Hint: "another sluice runs task " + s.cfg.Task + " (same transactional id " + s.cfg.TransactionalID() + "); stop one of them"}
 	case errors.Is(err, kgo.ErrMaxBuffered):
