@@ -76,7 +76,11 @@ type Sink struct {
 	err     error
 	errOnce sync.Once
 	stop    chan struct{}
-	wg      sync.WaitGroup
+	// stopCtx ends with Close, so that a commit of the committer waiting
+	// for a broker that is gone does not hold Close (and a shutdown) up.
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // New validates cfg.
@@ -84,7 +88,9 @@ func New(cfg Config) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Sink{cfg: cfg, enc: newEncoder(cfg), topics: map[string]bool{}, done: make(chan struct{}), stop: make(chan struct{})}, nil
+	s := &Sink{cfg: cfg, enc: newEncoder(cfg), topics: map[string]bool{}, done: make(chan struct{}), stop: make(chan struct{})}
+	s.stopCtx, s.stopCancel = context.WithCancel(context.Background())
+	return s, nil
 }
 
 // Open connects, takes the task's transactional id over (fencing any older
@@ -505,7 +511,7 @@ func (s *Sink) committer() {
 		s.mu.Lock()
 		var err error
 		if s.inKafka && !s.inSource && s.batch.Txns > 0 && time.Since(s.began) >= s.cfg.CommitInterval {
-			err = s.commitLocked(context.Background())
+			err = s.commitLocked(s.stopCtx)
 		}
 		s.mu.Unlock()
 		if err != nil {
@@ -573,6 +579,7 @@ func (s *Sink) Close() error {
 	default:
 		close(s.stop)
 	}
+	s.stopCancel()
 	s.wg.Wait()
 	if s.cl == nil {
 		return nil
