@@ -165,23 +165,25 @@ func (s *Sink) readCheckpoint(ctx context.Context) (Checkpoint, bool, error) {
 	lreq.Topics = append(lreq.Topics, lt)
 	var end int64 = -1
 	for attempt := 0; ; attempt++ {
-		lresp, err := lreq.RequestWith(ctx, s.cl)
-		if err != nil {
-			return cp, false, s.brokerErr("read the end of "+topic, err)
-		}
-		var perr error
-		for _, t := range lresp.Topics {
-			for _, p := range t.Partitions {
-				if p.Partition == 0 {
-					end, perr = p.Offset, errorForCode(p.ErrorCode)
+		lresp, perr := lreq.RequestWith(ctx, s.cl)
+		if perr == nil {
+			// A response without the partition must not read as an
+			// empty topic: that would start the task over.
+			perr = errors.New("the broker did not answer for partition 0")
+			for _, t := range lresp.Topics {
+				for _, p := range t.Partitions {
+					if p.Partition == 0 {
+						end, perr = p.Offset, errorForCode(p.ErrorCode)
+					}
 				}
 			}
 		}
 		if perr == nil {
 			break
 		}
-		// Leadership of a new topic may still be settling.
-		if attempt > 50 {
+		// A topic just created is not known to every part of the broker
+		// at once (UNKNOWN_TOPIC_OR_PARTITION, no leader yet): ask again.
+		if attempt > 50 || ctx.Err() != nil {
 			return cp, false, s.brokerErr("read the end of "+topic, perr)
 		}
 		select {
