@@ -7,8 +7,9 @@
 // stdin is closed or -Ddbz.max events were printed.
 //
 // Settings are Java system properties, never arguments, so that ps shows no
-// password: dbz.host, dbz.port, dbz.user, dbz.file, dbz.pos, dbz.databases,
-// dbz.server-id, dbz.max; the password is
+// password: dbz.host, dbz.port, dbz.user, dbz.file, dbz.pos, dbz.gtids (the
+// offset's MariaDB GTID set: with it the connector resumes by GTID, as it
+// does after a restart), dbz.databases, dbz.server-id, dbz.max; the password is
 // read from the environment (DBZ_PASSWORD). The test compiles this one file
 // with javac against the jars it fetched from Maven Central.
 
@@ -47,7 +48,9 @@ public class Dbz {
         public void configure(WorkerConfig config) {
             super.configure(config);
             String key = "[\"" + ENGINE + "\",{\"server\":\"" + PREFIX + "\"}]";
-            String value = "{\"file\":\"" + System.getProperty("dbz.file") + "\",\"pos\":" + System.getProperty("dbz.pos") + "}";
+            String gtids = System.getProperty("dbz.gtids", "");
+            String value = "{\"file\":\"" + System.getProperty("dbz.file") + "\",\"pos\":" + System.getProperty("dbz.pos")
+                + (gtids.isEmpty() ? "" : ",\"gtids\":\"" + gtids + "\"") + "}";
             data.put(ByteBuffer.wrap(key.getBytes(StandardCharsets.UTF_8)), ByteBuffer.wrap(value.getBytes(StandardCharsets.UTF_8)));
         }
 
