@@ -41,12 +41,22 @@ type Config struct {
 	CheckpointEvery time.Duration
 	// Queue is how many whole transactions are read ahead per source.
 	Queue int
+	// SpillAbove bounds the bytes of one source's waiting transactions
+	// held in memory: the transaction that would pass it waits in a file
+	// in SpillDir instead (spill.go).
+	SpillAbove int64
+	// SpillDir holds those files; it is emptied at start.
+	SpillDir string
 }
+
+// DefaultSpillAbove is the default of Config.SpillAbove.
+const DefaultSpillAbove = 32 << 20
 
 // DefaultConfig returns the defaults for a merged binlog in dir.
 func DefaultConfig(dir string, serverID uint32) Config {
 	return Config{Dir: dir, ServerID: serverID, Base: "global-bin", MaxFileSize: 256 << 20,
-		FlushInterval: 20 * time.Millisecond, Poll: 20 * time.Millisecond, CheckpointEvery: time.Second, Queue: 16}
+		FlushInterval: 20 * time.Millisecond, Poll: 20 * time.Millisecond, CheckpointEvery: time.Second, Queue: 16,
+		SpillAbove: DefaultSpillAbove, SpillDir: spillDirFor(dir)}
 }
 
 // Validate checks the config.
@@ -65,6 +75,10 @@ func (c Config) Validate() error {
 		return bad(fmt.Sprintf("max file size %d", c.MaxFileSize), "set serve.max-binlog-size to 65536 or more")
 	case c.FlushInterval <= 0 || c.Poll <= 0 || c.CheckpointEvery <= 0 || c.Queue <= 0:
 		return bad("intervals and queue must be positive", "use DefaultConfig")
+	case c.SpillAbove < 0:
+		return bad(fmt.Sprintf("spill threshold %d", c.SpillAbove), "set serve.merge-memory to 0 (spill every transaction) or more")
+	case c.SpillDir == "":
+		return bad("empty spill directory", "use DefaultConfig")
 	}
 	return nil
 }

@@ -175,6 +175,18 @@ func gtidOf(b []byte) (seq uint64, domain uint32, ok bool) {
 // encode builds an event at offset at with a CRC32 trailer: the merged
 // binlog always carries checksums, whatever its sources do.
 func encode(typ replication.EventType, serverID, ts uint32, flags uint16, b []byte, at int64) []byte {
+	return encodePatched(typ, serverID, ts, flags, b, at, patch{})
+}
+
+// patch is an unsigned little-endian field of width bytes (none when 0)
+// at off in an event's body, set to v.
+type patch struct {
+	off, width int
+	v          uint64
+}
+
+// encodePatched is encode with p applied to the body's copy.
+func encodePatched(typ replication.EventType, serverID, ts uint32, flags uint16, b []byte, at int64, p patch) []byte {
 	size := headerSize + len(b) + 4
 	raw := make([]byte, headerSize, size)
 	binary.LittleEndian.PutUint32(raw[0:], ts)
@@ -184,6 +196,9 @@ func encode(typ replication.EventType, serverID, ts uint32, flags uint16, b []by
 	binary.LittleEndian.PutUint32(raw[13:], uint32(at)+uint32(size))
 	binary.LittleEndian.PutUint16(raw[17:], flags)
 	raw = append(raw, b...)
+	if p.width > 0 {
+		putUint(raw[headerSize+p.off:], p.width, p.v)
+	}
 	return binary.LittleEndian.AppendUint32(raw, crc32.ChecksumIEEE(raw))
 }
 

@@ -47,6 +47,9 @@ type Merger struct {
 	lastFlush   time.Time
 	lastCkpt    time.Time
 	arrivals    uint64
+	spillBuf    []byte // reused to read back spilled events
+
+	spills atomic.Uint64 // transactions spilled to disk
 
 	fmtMu sync.Mutex
 	first *format // the first source format seen: the others must agree
@@ -75,6 +78,9 @@ type feed struct {
 	// native is the source's own GTID domain (-1 unknown): one source, one
 	// domain, or its sequence numbers would not be one sequence.
 	native int64
+	// mem is what the source's waiting transactions (queued, or at the
+	// head) hold in memory; spill.go keeps it at most SpillAbove.
+	mem atomic.Int64
 
 	// Merge loop state.
 	head  *txn
@@ -84,7 +90,9 @@ type feed struct {
 }
 
 type txn struct {
-	events  [][]byte
+	events  [][]byte   // in memory, unless spilled
+	mem     int64      // bytes in events
+	spill   *spillFile // the events on disk (spill.go), or nil
 	f       *format
 	ts      uint32
 	seq     uint64
@@ -120,6 +128,12 @@ func (m *Merger) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := resetSpillDir(m.cfg.SpillDir); err != nil {
+		return err
+	}
+	// After the feeders have returned (the deferred Wait below runs
+	// first): the transactions still waiting give back their files.
+	defer m.cleanup()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	notify := make(chan struct{}, 1)
@@ -197,6 +211,11 @@ func (m *Merger) Run(ctx context.Context) error {
 // events) are the source file's, not the merged binlog's, and are dropped.
 func (m *Merger) read(ctx context.Context, f *feed, in Input, notify chan<- struct{}) error {
 	var cur *txn
+	defer func() {
+		if cur != nil {
+			cur.spill.remove()
+		}
+	}()
 	var file string
 	var fm *format
 	for {
@@ -244,18 +263,29 @@ func (m *Merger) read(ctx context.Context, f *feed, in Input, notify chan<- stru
 			}
 			cur = &txn{f: fm, seq: seq}
 		}
-		cur.events = append(cur.events, ev.Data)
+		if err := m.add(f, cur, ev.Data); err != nil {
+			return err
+		}
 		cur.ts = max(cur.ts, h.Timestamp)
 		if !ev.Boundary {
 			continue
 		}
 		cur.end = ev.Pos
+		if cur.spill != nil {
+			if err := cur.spill.done(); err != nil {
+				return err
+			}
+		}
 		if cur.seq > f.skip {
+			f.mem.Add(cur.mem)
 			select {
 			case f.ch <- cur:
 			case <-ctx.Done():
+				f.mem.Add(-cur.mem)
 				return ctx.Err()
 			}
+		} else {
+			cur.spill.remove()
 		}
 		p := ev.Pos
 		f.pos.Store(&p)
@@ -340,13 +370,19 @@ func (m *Merger) emit(f *feed) error {
 	}
 	local := map[uint64]uint64{} // the source's table ids in this transaction -> the file's
 	var sid uint32
-	for _, raw := range t.events {
-		h, _ := parseHeader(raw) // checked by read
+	err := m.eachEvent(t, func(raw []byte) error {
+		h, err := parseHeader(raw) // checked by read, but a spilled event was read back
+		if err != nil {
+			return err
+		}
 		b := body(raw, t.f.crc)
+		// One field of the body changes: it is patched in the event's
+		// copy that encode makes, not in another copy first (a rows event
+		// can be as large as max_allowed_packet).
+		var p patch
 		switch {
 		case h.Type == replication.MARIADB_GTID_EVENT:
-			b = append([]byte(nil), b...)
-			putUint(b[8:], 4, uint64(f.src.DomainID))
+			p = patch{off: 8, width: 4, v: uint64(f.src.DomainID)}
 		case h.Type == replication.TABLE_MAP_EVENT:
 			w := t.f.tableIDWidth(h.Type)
 			if len(b) < w {
@@ -362,8 +398,7 @@ func (m *Merger) emit(f *feed) error {
 				m.tables[key] = nid
 			}
 			local[id] = nid
-			b = append([]byte(nil), b...)
-			putUint(b, w, nid)
+			p = patch{width: w, v: nid}
 		case isRows(h.Type):
 			w := t.f.tableIDWidth(h.Type)
 			if len(b) < w {
@@ -371,8 +406,7 @@ func (m *Merger) emit(f *feed) error {
 			}
 			id := getUint(b, w)
 			if nid, ok := local[id]; ok {
-				b = append([]byte(nil), b...)
-				putUint(b, w, nid)
+				p = patch{width: w, v: nid}
 			} else if id != 1<<(8*w)-1 { // ~0: the dummy id that ends a statement
 				return fmt.Errorf("merge: source %s: a rows event of table id %d has no table map before it in the transaction ending at %s", f.src.Name, id, t.end)
 			}
@@ -384,12 +418,17 @@ func (m *Merger) emit(f *feed) error {
 		if h.Type == replication.MARIADB_GTID_EVENT {
 			sid = s
 		}
-		ev := encode(h.Type, s, h.Timestamp, h.Flags, b, m.size)
+		ev := encodePatched(h.Type, s, h.Timestamp, h.Flags, b, m.size, p)
 		if err := m.out.Write(ev); err != nil {
 			return err
 		}
 		m.size += int64(len(ev))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	f.drop(t)
 	f.done, f.head = t.end, nil
 	m.dirty, m.ckDirty = true, true
 	m.mu.Lock()
@@ -480,13 +519,17 @@ type Status struct {
 	Waiting string `json:"waiting,omitempty"`
 	// WaitingSince is when the merge began waiting for it.
 	WaitingSince time.Time `json:"waiting_since,omitempty"`
+	// Spilled counts the transactions this process wrote to disk while
+	// they waited (larger than SpillAbove, or beyond it with the others
+	// waiting from their source).
+	Spilled uint64 `json:"spilled,omitempty"`
 }
 
 // Status returns the merge's progress.
 func (m *Merger) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := Status{GTID: m.st.String(), Transactions: m.txns, Waiting: m.waiting}
+	s := Status{GTID: m.st.String(), Transactions: m.txns, Waiting: m.waiting, Spilled: m.spills.Load()}
 	if m.waiting != "" {
 		s.WaitingSince = m.since
 	}

@@ -68,6 +68,10 @@ func TestMergeRandomized(t *testing.T) {
 	cfg.MaxFileSize = int64(4096 + rng.Intn(8192))
 	cfg.CheckpointEvery = time.Duration(1+rng.Intn(30)) * time.Millisecond
 	cfg.Queue = 1 + rng.Intn(4)
+	// A small threshold: some transactions wait in memory, the others
+	// (larger, or behind a queue that holds enough) in spill files.
+	cfg.SpillAbove = int64(rng.Intn(400))
+	var spilled uint64
 	mergeSrcs := make([]merge.Source, n)
 	want := make([]string, n)
 	for i, s := range srcs {
@@ -110,7 +114,8 @@ func TestMergeRandomized(t *testing.T) {
 			case err := <-done:
 				if crashAfter > 0 && errors.Is(err, errCrash) {
 					// Killed: the writer is not closed, its buffer is lost.
-					t.Logf("crashed after %d writes at %s", crashAfter, m.GTID())
+					spilled += m.Status().Spilled
+					t.Logf("crashed after %d writes at %s (%d transactions spilled)", crashAfter, m.GTID(), m.Status().Spilled)
 					return
 				}
 				t.Fatalf("merge stopped: %v", err)
@@ -121,6 +126,7 @@ func TestMergeRandomized(t *testing.T) {
 				if err := <-done; err != nil {
 					t.Fatal(err)
 				}
+				spilled += m.Status().Spilled
 				if err := w.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -138,9 +144,27 @@ func TestMergeRandomized(t *testing.T) {
 		}
 	}
 	run(int64(50 + rng.Intn(total*4)))
+	noSpillFiles(t, cfg.SpillDir)
 	tearTail(t, dir, rng)
 	run(0)
+	noSpillFiles(t, cfg.SpillDir)
+	if spilled == 0 {
+		t.Fatalf("no transaction was spilled with a threshold of %d bytes", cfg.SpillAbove)
+	}
+	t.Logf("%d transactions spilled (threshold %d bytes)", spilled, cfg.SpillAbove)
 	checkMerged(t, dir, srcs)
+}
+
+// noSpillFiles: a merge that stopped (or failed) leaves no spill file.
+func noSpillFiles(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if len(ents) > 0 {
+		t.Fatalf("%d spill files left in %s", len(ents), dir)
+	}
 }
 
 // tearTail appends part of an event to the last merged file, as a crash
