@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
@@ -36,6 +37,10 @@ type Reader struct {
 	lastErr    error
 
 	events chan *replication.BinlogEvent
+	// queued is the bytes of the events in events; room is signalled when
+	// the consumer takes one (see enqueue).
+	queued atomic.Int64
+	room   chan struct{}
 	errc   chan error
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -81,7 +86,8 @@ func (r *Reader) Start(ctx context.Context, pos sluice.Position) error {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.events = make(chan *replication.BinlogEvent, 256)
+	r.events = make(chan *replication.BinlogEvent, queueEvents)
+	r.room = make(chan struct{}, 1)
 	r.errc = make(chan error, 1)
 	r.wg.Add(1)
 	go r.run(rctx, syncer, stream, err)
@@ -115,7 +121,7 @@ func (r *Reader) newSyncer() *replication.BinlogSyncer {
 		ServerID: c.ServerID, Flavor: c.Flavor, Host: c.Source.Host, Port: uint16(c.Source.Port),
 		User: c.Source.User, Password: c.Source.Password, Localhost: "sluice",
 		RawModeEnabled: true, HeartbeatPeriod: c.Heartbeat,
-		DisableRetrySync: true, Logger: c.logger(), EventCacheCount: 1024,
+		DisableRetrySync: true, Logger: c.logger(), EventCacheCount: syncerEvents,
 		// Without annotate rows events MariaDB leaves holes in the stream;
 		// the relay must hold every byte to stay identical to the source.
 		DumpCommandFlag: dumpFlags(c.Flavor),
@@ -169,12 +175,10 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 		if err == nil {
 			failures = 0
 			r.advance(ev)
-			select {
-			case r.events <- ev:
+			if r.enqueue(ctx, ev) {
 				continue
-			case <-ctx.Done():
-				return
 			}
+			return
 		}
 		if ctx.Err() != nil {
 			return
@@ -224,6 +228,48 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 	}
 }
 
+// The events read ahead of the consumer (the relay writer, which fsyncs)
+// are bounded in bytes, not only in number: a huge transaction is
+// thousands of row events of up to max_allowed_packet each, and a queue
+// of 1024 + 256 of them held gigabytes (issue 14). go-mysql's own queue
+// can only be bounded in events, so it is kept short and the reader's
+// queue takes up to queueEvents events but at most queueBytes bytes (one
+// event always fits, however large).
+const (
+	syncerEvents = 8
+	queueEvents  = 1024
+	queueBytes   = 16 << 20
+)
+
+// enqueue hands ev to the consumer once the queue has room for it; false
+// when ctx ended first.
+func (r *Reader) enqueue(ctx context.Context, ev *replication.BinlogEvent) bool {
+	n := int64(len(ev.RawData))
+	for q := r.queued.Load(); q > 0 && q+n > queueBytes; q = r.queued.Load() {
+		select {
+		case <-r.room:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	r.queued.Add(n)
+	select {
+	case r.events <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// took gives back the room of an event the consumer took.
+func (r *Reader) took(ev *replication.BinlogEvent) {
+	r.queued.Add(-int64(len(ev.RawData)))
+	select {
+	case r.room <- struct{}{}:
+	default:
+	}
+}
+
 // advance moves the resume position past ev, as the server counts it.
 func (r *Reader) advance(ev *replication.BinlogEvent) {
 	h := ev.Header
@@ -270,6 +316,7 @@ func (r *Reader) GetEvent(ctx context.Context) (*replication.BinlogEvent, error)
 	}
 	select {
 	case ev := <-r.events:
+		r.took(ev)
 		return ev, nil
 	case err := <-r.errc:
 		r.err = err
@@ -283,6 +330,7 @@ func (r *Reader) GetEvent(ctx context.Context) (*replication.BinlogEvent, error)
 func (r *Reader) TryEvent() (*replication.BinlogEvent, bool) {
 	select {
 	case ev := <-r.events:
+		r.took(ev)
 		return ev, true
 	default:
 		return nil, false

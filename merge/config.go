@@ -76,7 +76,7 @@ func (c Config) Validate() error {
 	case c.FlushInterval <= 0 || c.Poll <= 0 || c.CheckpointEvery <= 0 || c.Queue <= 0:
 		return bad("intervals and queue must be positive", "use DefaultConfig")
 	case c.SpillAbove < 0:
-		return bad(fmt.Sprintf("spill threshold %d", c.SpillAbove), "set serve.merge-memory to 0 (spill every transaction) or more")
+		return bad(fmt.Sprintf("spill threshold %d", c.SpillAbove), "set serve.merge-memory to a size in bytes")
 	case c.SpillDir == "":
 		return bad("empty spill directory", "use DefaultConfig")
 	}

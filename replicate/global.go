@@ -106,6 +106,9 @@ func RunGlobalServe(ctx context.Context, t *task.Config, out io.Writer, ready fu
 	if t.Serve.MaxBinlogSize > 0 {
 		mcfg.MaxFileSize = t.Serve.MaxBinlogSize
 	}
+	if t.Serve.MergeMemory > 0 {
+		mcfg.SpillAbove = t.Serve.MergeMemory
+	}
 	msrcs := make([]merge.Source, len(srcs))
 	for i, g := range srcs {
 		msrcs[i] = merge.Source{Name: g.cfg.Name, DomainID: *g.cfg.DomainID, ServerID: g.cfg.ServerID, Start: g.start,

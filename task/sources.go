@@ -56,6 +56,9 @@ func (c *Config) validateSources() error {
 	if m := c.Serve.MaxBinlogSize; m != 0 && (m < 1<<16 || m > 1<<32-1) {
 		return c.sourcesErr("serve.max-binlog-size", fmt.Sprintf("is %d", m), "give a size in bytes from 65536 to 4294967295 (default 268435456)")
 	}
+	if m := c.Serve.MergeMemory; m < 0 {
+		return c.sourcesErr("serve.merge-memory", fmt.Sprintf("is %d", m), "give a size in bytes (default 33554432)")
+	}
 	if len(c.Sources) == 0 {
 		if c.present["sources"] {
 			return c.sourcesErr("sources", "is empty", "list at least one {name, host, port, user, password, domain-id}, or use source:")

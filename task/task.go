@@ -105,6 +105,10 @@ type Serve struct {
 	// MaxBinlogSize is the size at which the global binlog of sources:
 	// starts a new file (default 256 MiB).
 	MaxBinlogSize int64 `yaml:"max-binlog-size"`
+	// MergeMemory bounds the bytes of one source's transactions that wait
+	// in memory to be merged into the global binlog (default 32 MiB); the
+	// rest wait in temporary files in the task's dir.
+	MergeMemory int64 `yaml:"merge-memory"`
 	// Retain bounds the served relay log by age and size; a file a
 	// connected replica reads is kept regardless.
 	Retain ServeRetain `yaml:"retain"`
