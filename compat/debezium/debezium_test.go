@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -29,11 +28,9 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-db/sluice"
-	"github.com/sluice-db/sluice/binlog"
-	"github.com/sluice-db/sluice/relay"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/sandbox"
-	"github.com/sluice-db/sluice/serve"
+	"github.com/sluice-db/sluice/task"
 )
 
 // endTopic is the table whose first change event ends a run: the workload
@@ -83,65 +80,58 @@ func masterStatus(t *testing.T, db *sql.DB) sluice.Position {
 	return p
 }
 
-// startServe copies inst's binlog from start into a relay and serves it on
-// a free loopback port; wait blocks until the relay holds pos. The
-// service's log goes to logw.
+// startServe runs what `sluice serve --config F` runs (replicate.RunServe on
+// a parsed task file) for a pure binlog server of inst from start, on a
+// free loopback port, until the test ends; wait blocks until the service
+// reports (SHOW MASTER STATUS) that it holds pos. The service's log goes to
+// logw.
 func startServe(t *testing.T, inst *sandbox.Instance, start sluice.Position, logw io.Writer) (addr, password string, wait func(sluice.Position)) {
 	t.Helper()
-	l, err := relay.Open(relay.DefaultConfig(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := binlog.DefaultConfig(inst.Endpoint())
-	cfg.Flavor = "mariadb"
-	cfg.Heartbeat = 200 * time.Millisecond
-	r, err := binlog.NewReader(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := l.NewWriter()
+	password = "pw-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Setenv("DBZ_SERVE_PW", password) // the task file names it; it is in no file
+	cfg, err := task.Parse([]byte(fmt.Sprintf(`name: dbz
+source: {host: 127.0.0.1, port: %d, user: root}
+incremental: {binlog-file: %s, binlog-pos: %d}
+dir: %s
+serve: {listen: "127.0.0.1:0", server-id: 4444, users: [{user: repl, password: "${DBZ_SERVE_PW}"}]}
+`, inst.Port, start.File, start.Pos, t.TempDir())))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := r.Start(ctx, w.Resume(start)); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, r) }()
-
-	password = "pw-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	s, err := serve.New(serve.Config{ServerID: 999, Users: []serve.User{{Name: "repl", Password: password}}}, replicate.ServeLog(l),
-		slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	addrc := make(chan string, 1)
+	go func() { done <- replicate.RunServe(ctx, cfg, logw, func(a string) { addrc <- a }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		done <- err
+		t.Fatalf("sluice serve: %v", err)
+	}
+	db, err := sql.Open("mysql", "repl:"+password+"@tcp("+addr+")/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln) //nolint:errcheck // ends with Close
-	var stopped bool
-	t.Cleanup(func() {
-		ln.Close()
-		s.Close()
-		cancel()
-		if !stopped {
-			<-done
-		}
-		r.Close()
-		w.Close()
-		l.Close()
-	})
-	return ln.Addr().String(), password, func(pos sluice.Position) {
+	t.Cleanup(func() { db.Close() })
+	return addr, password, func(pos sluice.Position) {
 		t.Helper()
-		for l.End().Compare(pos) < 0 {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			var at sluice.Position
+			var a, b any
+			err := db.QueryRow("SHOW MASTER STATUS").Scan(&at.File, &at.Pos, &a, &b)
+			if err == nil && at.Compare(pos) >= 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sluice serve never reached %s (at %s, %v)", pos, at, err)
+			}
 			select {
 			case err := <-done:
-				stopped = true
-				t.Fatalf("relay writer stopped at %s before %s: %v", l.End(), pos, err)
-			case <-time.After(10 * time.Millisecond):
+				done <- err
+				t.Fatalf("sluice serve stopped before %s: %v", pos, err)
+			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	}
@@ -327,9 +317,7 @@ func TestDebeziumSeesTheSameEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := masterStatus(t, db)
-	// sluice serve reads the source's GTID state at a file/position start
-	// (replicate.serveStart); the relay then knows the GTIDs it serves.
-	start.Flavor = "mariadb"
+	// The GTID set at the start, for the gtid subtest's offset.
 	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&start.GTIDSet); err != nil {
 		t.Fatal(err)
 	}
