@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	_ "github.com/go-sql-driver/mysql"
+)
+
+// endpoint is one binlog server the consumer reads: sluice serve or a
+// MariaDB source directly. Written name=user:password@host:port[/markers];
+// ${VAR} in the password is expanded, so that no password shows in ps.
+// markers is how many heartbeat sources' final markers end its window
+// (default: every -heartbeat source; 1 for a consumer of one shard).
+type endpoint struct {
+	Name, User, Password, Host string
+	Port, Markers              int
+}
+
+func parseEndpoint(s string) (endpoint, error) {
+	var e endpoint
+	bad := fmt.Errorf("consumer %q: want name=user:password@host:port[/markers]", s)
+	name, rest, ok := strings.Cut(s, "=")
+	if !ok {
+		return e, bad
+	}
+	i := strings.LastIndexByte(rest, '@')
+	if i < 0 {
+		return e, bad
+	}
+	cred, addr := rest[:i], rest[i+1:]
+	e.Name = name
+	e.User, e.Password, _ = strings.Cut(cred, ":")
+	e.Password = os.ExpandEnv(e.Password)
+	if a, m, ok := strings.Cut(addr, "/"); ok {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 1 {
+			return e, bad
+		}
+		addr, e.Markers = a, n
+	}
+	host, port, ok := strings.Cut(addr, ":")
+	p, err := strconv.Atoi(port)
+	if !ok || err != nil {
+		return e, bad
+	}
+	e.Host, e.Port = host, p
+	return e, nil
+}
+
+func (e endpoint) dsn() string {
+	return fmt.Sprintf("%s:%s@tcp(%s:%d)/", e.User, e.Password, e.Host, e.Port)
+}
+
+// consumer reads one endpoint's binlog from its current position with
+// go-mysql's BinlogSyncer, decoding every event (raw mode off, as a CDC
+// tool does), and counts what arrives after the window opens.
+type consumer struct {
+	ep       endpoint
+	serverID uint32
+	markers  int // final markers (one per heartbeat source) that end the window
+
+	mu        sync.Mutex
+	start     time.Time // window start; zero until opened
+	events    int64
+	bytes     int64
+	txns      int64
+	hbTxns    int64
+	seen      int // final markers seen
+	end       time.Time
+	dt        *hdrhistogram.Histogram // µs
+	runID     int64
+	done      chan struct{}
+	large     largeObs
+	inLarge   bool
+	largeSeen bool
+}
+
+// largeObs is what the consumer saw of the one big transaction (table
+// bench.big): its first event's and its XID's arrival, and its size.
+type largeObs struct {
+	first, xid    time.Time
+	events, bytes int64
+}
+
+func newConsumer(ep endpoint, serverID uint32, markers int, runID int64) *consumer {
+	return &consumer{ep: ep, serverID: serverID, markers: markers, runID: runID,
+		dt: hdrhistogram.New(1, 3_600_000_000, 3), done: make(chan struct{})}
+}
+
+// position is the endpoint's SHOW MASTER STATUS: sluice serve answers it
+// with its relay's (or merged binlog's) end.
+func (c *consumer) position(ctx context.Context) (mysql.Position, error) {
+	db, err := sql.Open("mysql", c.ep.dsn())
+	if err != nil {
+		return mysql.Position{}, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
+	if err != nil {
+		return mysql.Position{}, fmt.Errorf("%s: SHOW MASTER STATUS: %w", c.ep.Name, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	if !rows.Next() {
+		return mysql.Position{}, fmt.Errorf("%s: SHOW MASTER STATUS is empty (binary log off?)", c.ep.Name)
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return mysql.Position{}, err
+	}
+	pos, err := strconv.ParseUint(string(vals[1]), 10, 32)
+	if err != nil {
+		return mysql.Position{}, fmt.Errorf("%s: position %q: %w", c.ep.Name, vals[1], err)
+	}
+	return mysql.Position{Name: string(vals[0]), Pos: uint32(pos)}, nil
+}
+
+// run streams until ctx ends. ready is closed once the dump has started.
+func (c *consumer) run(ctx context.Context, ready chan<- error) error {
+	pos, err := c.position(ctx)
+	if err != nil {
+		ready <- err
+		return err
+	}
+	s := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: c.serverID, Flavor: mysql.MariaDBFlavor, Host: c.ep.Host, Port: uint16(c.ep.Port),
+		User: c.ep.User, Password: c.ep.Password, HeartbeatPeriod: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	defer s.Close()
+	st, err := s.StartSync(pos)
+	if err != nil {
+		err = fmt.Errorf("%s: start dump at %s: %w", c.ep.Name, pos, err)
+		ready <- err
+		return err
+	}
+	ready <- nil
+	for {
+		ev, err := st.GetEvent(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", c.ep.Name, err)
+		}
+		c.observe(ev, time.Now())
+	}
+}
+
+func (c *consumer) open(t time.Time) {
+	c.mu.Lock()
+	c.start = t
+	c.mu.Unlock()
+}
+
+func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
+	h := ev.Header
+	switch h.EventType {
+	case replication.HEARTBEAT_EVENT, replication.HEARTBEAT_LOG_EVENT_V2:
+		return
+	}
+	if h.LogPos == 0 { // artificial Rotate / FDE at the dump's start: not binlog content
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.start.IsZero() {
+		return
+	}
+	c.events++
+	c.bytes += int64(h.EventSize)
+	if c.inLarge {
+		c.large.events++
+		c.large.bytes += int64(h.EventSize)
+	}
+	switch e := ev.Event.(type) {
+	case *replication.XIDEvent:
+		c.txns++
+		if c.inLarge {
+			c.large.xid = now
+			c.inLarge, c.largeSeen = false, true
+		}
+	case *replication.QueryEvent:
+		if string(e.Query) == "COMMIT" {
+			c.txns++
+		}
+	case *replication.RowsEvent:
+		if string(e.Table.Schema) != "bench" {
+			return
+		}
+		switch string(e.Table.Table) {
+		case "heartbeat":
+			c.hbTxns++
+			for _, row := range e.Rows {
+				// bench.heartbeat is (run BIGINT, ts BIGINT, mark TINYINT, id ...).
+				if len(row) < 3 {
+					continue
+				}
+				run, _ := row[0].(int64)
+				ts, _ := row[1].(int64)
+				mark, _ := row[2].(int8)
+				if run != c.runID {
+					continue
+				}
+				if mark == 1 {
+					c.seen++
+					if c.seen == c.markers {
+						c.end = now
+						close(c.done)
+					}
+					continue
+				}
+				if d := now.UnixMicro() - ts; d >= 0 {
+					_ = c.dt.RecordValue(d)
+				}
+			}
+		case "big":
+			if !c.inLarge && !c.largeSeen {
+				c.inLarge = true
+				c.large.first = now
+				c.large.events, c.large.bytes = 1, int64(h.EventSize)
+			}
+		}
+	}
+}
+
+// result is one consumer's figures over its window: from the load's start
+// to the arrival of the last final marker (so a consumer that lags shows
+// it as a lower rate).
+type result struct {
+	Name                string  `json:"name"`
+	Events, Bytes, Txns int64   `json:"-"`
+	HeartbeatTxns       int64   `json:"heartbeat_txns"`
+	Secs                float64 `json:"secs"`
+	EPS                 float64 `json:"eps"`
+	BPS                 float64 `json:"bps"`
+	TPS                 float64 `json:"tps"`
+	DTp50               float64 `json:"dt_p50_ms"`
+	DTp99               float64 `json:"dt_p99_ms"`
+	DTmax               float64 `json:"dt_max_ms"`
+	DTn                 int64   `json:"dt_samples"`
+	Complete            bool    `json:"complete"`
+	// The large transaction (part large): XID arrival - COMMIT sent,
+	// and its events' rate from its first event to its XID.
+	LargeDT  float64 `json:"large_dt_ms,omitempty"`
+	LargeBPS float64 `json:"large_bps,omitempty"`
+	LargeEPS float64 `json:"large_eps,omitempty"`
+}
+
+func (c *consumer) result(fallbackEnd time.Time, commitSent time.Time) result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := result{Name: c.ep.Name, Events: c.events, Bytes: c.bytes, Txns: c.txns, HeartbeatTxns: c.hbTxns}
+	end := c.end
+	r.Complete = !end.IsZero()
+	if end.IsZero() {
+		end = fallbackEnd
+	}
+	r.Secs = end.Sub(c.start).Seconds()
+	if r.Secs > 0 {
+		r.EPS, r.BPS, r.TPS = float64(c.events)/r.Secs, float64(c.bytes)/r.Secs, float64(c.txns)/r.Secs
+	}
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	r.DTn = c.dt.TotalCount()
+	r.DTp50, r.DTp99, r.DTmax = ms(c.dt.ValueAtQuantile(50)), ms(c.dt.ValueAtQuantile(99)), ms(c.dt.Max())
+	if c.largeSeen {
+		if !commitSent.IsZero() {
+			r.LargeDT = float64(c.large.xid.Sub(commitSent).Microseconds()) / 1000
+		}
+		if s := c.large.xid.Sub(c.large.first).Seconds(); s > 0 {
+			r.LargeBPS, r.LargeEPS = float64(c.large.bytes)/s, float64(c.large.events)/s
+		}
+	}
+	return r
+}
