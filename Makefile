@@ -14,7 +14,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X github.com/sluice-db/sluice.Version=$(VERSION) -X github.com/sluice-db/sluice.Commit=$(COMMIT)
 
-.PHONY: all build deps test test-short lint difftest demo test-dtm-conformance test-debezium bench-full-import bench-replication bench-dtx bench-oltp clean
+.PHONY: all build deps test test-short lint difftest demo test-dtm-conformance test-debezium bench-full-import bench-replication bench-dtx bench-oltp bench-cdc clean
 
 all: build
 
@@ -109,6 +109,9 @@ bench-dtx: deps build
 
 bench-oltp: deps build
 	./bench/oltp_accuracy.sh
+
+bench-cdc: deps build
+	./bench/cdc.sh
 
 clean:
 	rm -rf bin

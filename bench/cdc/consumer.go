@@ -245,18 +245,20 @@ func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
 // to the arrival of the last final marker (so a consumer that lags shows
 // it as a lower rate).
 type result struct {
-	Name                string  `json:"name"`
-	Events, Bytes, Txns int64   `json:"-"`
-	HeartbeatTxns       int64   `json:"heartbeat_txns"`
-	Secs                float64 `json:"secs"`
-	EPS                 float64 `json:"eps"`
-	BPS                 float64 `json:"bps"`
-	TPS                 float64 `json:"tps"`
-	DTp50               float64 `json:"dt_p50_ms"`
-	DTp99               float64 `json:"dt_p99_ms"`
-	DTmax               float64 `json:"dt_max_ms"`
-	DTn                 int64   `json:"dt_samples"`
-	Complete            bool    `json:"complete"`
+	Name          string  `json:"name"`
+	Events        int64   `json:"events"`
+	Bytes         int64   `json:"bytes"`
+	Txns          int64   `json:"txns"`
+	HeartbeatTxns int64   `json:"heartbeat_txns"`
+	Secs          float64 `json:"secs"`
+	EPS           float64 `json:"eps"`
+	BPS           float64 `json:"bps"`
+	TPS           float64 `json:"tps"`
+	DTp50         float64 `json:"dt_p50_ms"`
+	DTp99         float64 `json:"dt_p99_ms"`
+	DTmax         float64 `json:"dt_max_ms"`
+	DTn           int64   `json:"dt_samples"`
+	Complete      bool    `json:"complete"`
 	// The large transaction (part large): XID arrival - COMMIT sent,
 	// and its events' rate from its first event to its XID.
 	LargeDT  float64 `json:"large_dt_ms,omitempty"`

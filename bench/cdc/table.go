@@ -104,19 +104,21 @@ func markdown(recs []record) string {
 	}
 	if len(gl) > 0 {
 		b.WriteString("### Global binlog: the merged stream vs the sum of its sources (all read at once, same load)\n\n")
-		b.WriteString("| sources | workload | threads per source | sources' TPS (sysbench, sum) | sources' binlog TPS (direct, sum) | merged TPS | merged / sum | DT p50 / p99 ms merged | DT p99 ms direct (worst source) | merged BPS MB/s | merged EPS | sluice CPU | sluice peak RSS MB |\n")
-		b.WriteString("| --: | :-- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+		b.WriteString("| sources | workload | threads per source | sources' TPS (sysbench, sum) | sources' binlog TPS (direct, sum) | merged TPS | merged / sum | transactions merged / in the sources | DT p50 / p99 ms merged | DT p99 ms direct (worst source) | merged BPS MB/s | merged EPS | sluice CPU | sluice peak RSS MB |\n")
+		b.WriteString("| --: | :-- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 		for _, r := range gl {
 			m, _ := find(r, "merged")
 			var sum, worst float64
+			var txns int64
 			for _, c := range r.Consumers {
 				if c.Name != "merged" {
 					sum += c.TPS
+					txns += c.Txns
 					worst = max(worst, c.DTp99)
 				}
 			}
-			fmt.Fprintf(&b, "| %d | %s | %d | %.0f | %.0f | %.0f | %s | %s | %.0f | %s | %.0f | %s |\n",
-				r.Sources, r.Workload, r.Threads, r.SourceTPS, sum, m.TPS, ratio(m.TPS, sum), dt(m), worst, mb(m.BPS), m.EPS, cpuRSS(r))
+			fmt.Fprintf(&b, "| %d | %s | %d | %.0f | %.0f | %.0f | %s | %d / %d | %s | %.0f | %s | %.0f | %s |\n",
+				r.Sources, r.Workload, r.Threads, r.SourceTPS, sum, m.TPS, ratio(m.TPS, sum), m.Txns, txns, dt(m), worst, mb(m.BPS), m.EPS, cpuRSS(r))
 		}
 		b.WriteString("\n")
 	}
