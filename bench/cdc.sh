@@ -12,9 +12,14 @@
 # the CPU with each other, equally). DT comes from a heartbeat table the
 # consumer writes into every 10 ms during the load (see bench/cdc/main.go).
 #
-# Parts (PARTS, default "sysbench global"; "large" is off by default):
+# Parts (PARTS, default "sysbench catchup global"; "large" is off by default):
 #   sysbench: oltp_write_only and oltp_insert at each of THREADS against one
 #     source for DURATION each; sluice serve is a pure binlog server of it.
+#   catchup: after the sysbench rows, the binlog they wrote is read again
+#     from its start by each reader alone, CATCHUP_ROUNDS times in
+#     alternating order, as fast as the consumer takes it: the live rows
+#     show whether a reader keeps up with the source, this shows how fast
+#     each server serves (needs the sysbench part).
 #   global: GLOBAL sources (each a sandbox with its own GTID domain) under
 #     GLOBAL_WORKLOAD at GLOBAL_THREADS threads each, sluice serve with
 #     sources: merging them; the merged stream is read beside each source
@@ -24,10 +29,11 @@
 #     the moment COMMIT was sent.
 #
 # Env: DURATION (30s; seconds) THREADS ("1 4 16 64") WORKLOADS ("oltp_write_only oltp_insert")
-#      TABLES (4) TABLE_SIZE (10000) PARTS ("sysbench global") GLOBAL ("2 4")
+#      TABLES (4) TABLE_SIZE (10000) PARTS ("sysbench catchup global") GLOBAL ("2 4")
 #      GLOBAL_WORKLOAD (oltp_write_only) GLOBAL_THREADS (4) LARGE ("0.5 1 2")
 #      BUFFER_POOL (512M per sandbox) SLUICE (bin/sluice) OUT (bench/out/cdc.md)
-#      DRAIN (5m: how long a consumer may take to catch up after a load)
+#      DRAIN (5m: how long a consumer may take to catch up after a load) CATCHUP_ROUNDS (2)
+#      RELAY_SYNC (sluice's default, interval): the task's incremental.relay-sync
 set -euo pipefail
 
 if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
@@ -42,7 +48,7 @@ THREADS=${THREADS:-1 4 16 64}
 WORKLOADS=${WORKLOADS:-oltp_write_only oltp_insert}
 TABLES=${TABLES:-4}
 TABLE_SIZE=${TABLE_SIZE:-10000}
-PARTS=${PARTS:-sysbench global}
+PARTS=${PARTS:-sysbench catchup global}
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 GLOBAL=${GLOBAL:-2 4}
 GLOBAL_WORKLOAD=${GLOBAL_WORKLOAD:-oltp_write_only}
@@ -52,6 +58,9 @@ BUFFER_POOL=${BUFFER_POOL:-512M}
 SLUICE=${SLUICE:-$PWD/bin/sluice}
 OUT=${OUT:-$PWD/bench/out/cdc.md}
 DRAIN=${DRAIN:-5m}
+CATCHUP_ROUNDS=${CATCHUP_ROUNDS:-2}
+RELAY_SYNC=${RELAY_SYNC:-}
+SYNC_YAML=""; [ -z "$RELAY_SYNC" ] || SYNC_YAML=", relay-sync: $RELAY_SYNC"
 SECS=${DURATION%s}
 
 for tool in sysbench mariadb go; do
@@ -132,7 +141,7 @@ if part sysbench || part large; then
 name: cdc
 dir: $WORK/serve
 source: {host: 127.0.0.1, port: $SRC_PORT, user: root, password: ""}
-incremental: {binlog-file: $F0, binlog-pos: $P0}
+incremental: {binlog-file: $F0, binlog-pos: $P0$SYNC_YAML}
 serve: {listen: "127.0.0.1:$SERVE_PORT", server-id: 4242, users: [{user: repl, password: "\${CDC_SERVE_PW}"}]}
 YAML
   start_sluice "$WORK/serve.yaml"
@@ -145,6 +154,12 @@ YAML
         "${CDC[@]}" "${PAIR[@]}" -part sysbench -workload "$w" -threads "$t" -load "$(sb_run "$w" "$SRC_PORT" "$t")"
       done
     done
+  fi
+  if part sysbench && part catchup; then
+    read -r F1 P1 _ < <(sql "$SRC_PORT" "SHOW MASTER STATUS")
+    echo "== catch-up: $F0:$P0 to $F1:$P1, each reader alone, $CATCHUP_ROUNDS rounds"
+    "$WORK/cdc-bench" catchup -json "$JSON" -rounds "$CATCHUP_ROUNDS" -from "$F0:$P0" -to "$F1:$P1" -pid "$SLUICE_PID" \
+      -consumer "served=repl:\${CDC_SERVE_PW}@127.0.0.1:$SERVE_PORT" -consumer "direct=root:@127.0.0.1:$SRC_PORT"
   fi
   if part large; then
     for gb in $LARGE; do
@@ -174,6 +189,7 @@ if part global; then
       for i in $(seq 1 "$n"); do
         echo "  - {name: g$i, host: 127.0.0.1, port: ${GPORTS[$((i-1))]}, user: root, password: \"\", domain-id: $i}"
       done
+      [ -z "$RELAY_SYNC" ] || echo "incremental: {relay-sync: $RELAY_SYNC}"
       echo "serve: {listen: \"127.0.0.1:$SERVE_PORT\", server-id: 4747, users: [{user: repl, password: \"\${CDC_SERVE_PW}\"}]}"
     } >"$WORK/global$n.yaml"
     start_sluice "$WORK/global$n.yaml"

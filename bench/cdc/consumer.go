@@ -86,6 +86,12 @@ type consumer struct {
 	large     largeObs
 	inLarge   bool
 	largeSeen bool
+
+	// Catch-up reads (part catchup): from a given position instead of the
+	// current one, until the event that ends at until; the window opens
+	// when the dump is requested.
+	from, until *mysql.Position
+	curFile     string
 }
 
 // largeObs is what the consumer saw of the one big transaction (table
@@ -134,8 +140,11 @@ func (c *consumer) position(ctx context.Context) (mysql.Position, error) {
 
 // run streams until ctx ends. ready is closed once the dump has started.
 func (c *consumer) run(ctx context.Context, ready chan<- error) error {
-	pos, err := c.position(ctx)
-	if err != nil {
+	var pos mysql.Position
+	var err error
+	if c.from != nil {
+		pos = *c.from
+	} else if pos, err = c.position(ctx); err != nil {
 		ready <- err
 		return err
 	}
@@ -145,6 +154,9 @@ func (c *consumer) run(ctx context.Context, ready chan<- error) error {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	defer s.Close()
+	if c.from != nil {
+		c.open(time.Now())
+	}
 	st, err := s.StartSync(pos)
 	if err != nil {
 		err = fmt.Errorf("%s: start dump at %s: %w", c.ep.Name, pos, err)
@@ -176,16 +188,23 @@ func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
 	case replication.HEARTBEAT_EVENT, replication.HEARTBEAT_LOG_EVENT_V2:
 		return
 	}
+	if r, ok := ev.Event.(*replication.RotateEvent); ok {
+		c.curFile = string(r.NextLogName)
+	}
 	if h.LogPos == 0 { // artificial Rotate / FDE at the dump's start: not binlog content
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.start.IsZero() {
-		return
+	if c.start.IsZero() || !c.end.IsZero() {
+		return // outside the window
 	}
 	c.events++
 	c.bytes += int64(h.EventSize)
+	if c.until != nil && c.end.IsZero() && c.curFile == c.until.Name && h.LogPos >= c.until.Pos {
+		c.end = now
+		close(c.done)
+	}
 	if c.inLarge {
 		c.large.events++
 		c.large.bytes += int64(h.EventSize)
@@ -193,6 +212,12 @@ func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
 	switch e := ev.Event.(type) {
 	case *replication.XIDEvent:
 		c.txns++
+		if c.seen == c.markers && c.markers > 0 {
+			// The last marker's transaction ends the window: every
+			// reader counts the markers' transactions alike.
+			c.end = now
+			close(c.done)
+		}
 		if c.inLarge {
 			c.large.xid = now
 			c.inLarge, c.largeSeen = false, true
@@ -220,11 +245,7 @@ func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
 					continue
 				}
 				if mark == 1 {
-					c.seen++
-					if c.seen == c.markers {
-						c.end = now
-						close(c.done)
-					}
+					c.seen++ // the window ends at this transaction's XID
 					continue
 				}
 				if d := now.UnixMicro() - ts; d >= 0 {

@@ -51,22 +51,25 @@ type record struct {
 	Consumers []result `json:"consumers"`
 	SluiceCPU float64  `json:"sluice_cpu_secs"`
 	SluiceRSS float64  `json:"sluice_peak_rss_mb"`
-	WindowSec float64  `json:"window_secs"` // the longest consumer window (for sluice's CPU share)
+	WindowSec float64  `json:"window_secs"`     // the longest consumer window (for sluice's CPU share)
+	Round     int      `json:"round,omitempty"` // catchup: which round
 }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cdc-bench run|table [flags] (-h for each)")
+		fmt.Fprintln(os.Stderr, "usage: cdc-bench run|catchup|table [flags] (-h for each)")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "run":
 		err = runCmd(os.Args[2:])
+	case "catchup":
+		err = catchupCmd(os.Args[2:])
 	case "table":
 		err = tableCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown subcommand %q: use run or table", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q: use run, catchup or table", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cdc-bench:", err)

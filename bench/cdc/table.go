@@ -78,7 +78,7 @@ func cpuRSS(r record) string {
 
 func markdown(recs []record) string {
 	var b strings.Builder
-	var sb, gl, lg []record
+	var sb, gl, lg, cu []record
 	for _, r := range recs {
 		switch r.Part {
 		case "sysbench":
@@ -87,6 +87,8 @@ func markdown(recs []record) string {
 			gl = append(gl, r)
 		case "large":
 			lg = append(lg, r)
+		case "catchup":
+			cu = append(cu, r)
 		}
 	}
 	if len(sb) > 0 {
@@ -101,6 +103,9 @@ func markdown(recs []record) string {
 				s.EPS, d.EPS, s.TPS, d.TPS, ratio(s.TPS, d.TPS), cpuRSS(r))
 		}
 		b.WriteString("\n")
+	}
+	if len(cu) > 0 {
+		b.WriteString(catchupTable(cu))
 	}
 	if len(gl) > 0 {
 		b.WriteString("### Global binlog: the merged stream vs the sum of its sources (all read at once, same load)\n\n")
@@ -134,5 +139,44 @@ func markdown(recs []record) string {
 		}
 		b.WriteString("\n")
 	}
+	return b.String()
+}
+
+// catchupTable: each read of the finished backlog, then each reader's
+// mean and the ratio to the reader named direct.
+func catchupTable(cu []record) string {
+	var b strings.Builder
+	b.WriteString("### Catch-up: the sysbench rows' binlog read again from its start, one reader at a time, as fast as the consumer takes it\n\n")
+	b.WriteString("| reader | round | events | MB | seconds | EPS | BPS MB/s | TPS | sluice CPU | sluice peak RSS MB |\n")
+	b.WriteString("| :-- | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+	type sum struct {
+		eps, bps, tps float64
+		n             int
+	}
+	sums := map[string]*sum{}
+	var names []string
+	for _, r := range cu {
+		c := r.Consumers[0]
+		fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %.2f | %.0f | %s | %.0f | %s |\n",
+			c.Name, r.Round, c.Events, float64(c.Bytes)/1e6, c.Secs, c.EPS, mb(c.BPS), c.TPS, cpuRSS(r))
+		if sums[c.Name] == nil {
+			sums[c.Name] = &sum{}
+			names = append(names, c.Name)
+		}
+		s := sums[c.Name]
+		s.eps, s.bps, s.tps, s.n = s.eps+c.EPS, s.bps+c.BPS, s.tps+c.TPS, s.n+1
+	}
+	b.WriteString("\n| reader | mean EPS | mean BPS MB/s | mean TPS | TPS / direct | BPS / direct |\n| :-- | --: | --: | --: | --: | --: |\n")
+	d := sums["direct"]
+	for _, n := range names {
+		s := sums[n]
+		k := float64(s.n)
+		tr, br := "-", "-"
+		if d != nil {
+			tr, br = ratio(s.tps/k, d.tps/float64(d.n)), ratio(s.bps/k, d.bps/float64(d.n))
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %.0f | %s | %s |\n", n, s.eps/k, mb(s.bps/k), s.tps/k, tr, br)
+	}
+	b.WriteString("\n")
 	return b.String()
 }
