@@ -89,7 +89,7 @@ type consumer struct {
 
 	// Catch-up reads (part catchup): from a given position instead of the
 	// current one, until the event that ends at until; the window opens
-	// when the dump is requested.
+	// at the first event.
 	from, until *mysql.Position
 	curFile     string
 }
@@ -154,9 +154,6 @@ func (c *consumer) run(ctx context.Context, ready chan<- error) error {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	defer s.Close()
-	if c.from != nil {
-		c.open(time.Now())
-	}
 	st, err := s.StartSync(pos)
 	if err != nil {
 		err = fmt.Errorf("%s: start dump at %s: %w", c.ep.Name, pos, err)
@@ -196,6 +193,11 @@ func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.from != nil && c.start.IsZero() {
+		// A catch-up read's window opens at its first event: the
+		// handshake would weigh heavily in a short read.
+		c.start = now
+	}
 	if c.start.IsZero() || !c.end.IsZero() {
 		return // outside the window
 	}
