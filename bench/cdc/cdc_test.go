@@ -49,7 +49,7 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"| oltp_insert | 16 | 1000 |", "| 0.90x |", "| 0.50x |", "1.0 s (10 %)", // sysbench row: TPS and BPS ratios
 		"| 300 | 1.00x | 3000 / 3000 |",                    // global: merged TPS / sum, counts
-		"| served | 0 | 1.00 | 50 | 0.50x | 0.50x |",      // catch-up means against direct
+		"| served | 0 | 1.00 | 50 | 0.50x | 0.50x |",       // catch-up means against direct
 		"| 0.5 GB | 900 | 800 | 400.00 | 500.00 | 0.80x |", // large
 	} {
 		if !strings.Contains(md, want) {
