@@ -21,6 +21,7 @@ import (
 // TestMoveAndRemove: one worker picks up a task, `task move` hands it to a
 // second worker, which resumes from the checkpoint; `task remove` stops it.
 func TestMoveAndRemove(t *testing.T) {
+	skipShort(t)
 	h := newHarness(t, 1)
 	task := h.tasks[0]
 	h.startWorker("w1", "--metrics-addr", "127.0.0.1:0")
@@ -81,6 +82,7 @@ func TestMoveAndRemove(t *testing.T) {
 // lets go of its tasks; and every table ends equal (CHECKSUM TABLE).
 // SLUICE_CLUSTER_SOAK=1 kills 10 times instead of 3.
 func TestFailover(t *testing.T) {
+	skipShort(t)
 	kills := 3
 	if os.Getenv("SLUICE_CLUSTER_SOAK") == "1" {
 		kills = 10
@@ -269,6 +271,7 @@ func runSluice(args ...string) (string, error) {
 // TestSandboxEtcdCommand: the contract's `sluice sandbox etcd up --name N
 // --port P` starts a member that answers, and down stops it.
 func TestSandboxEtcdCommand(t *testing.T) {
+	skipShort(t)
 	dir := t.TempDir()
 	port, err := sandbox.FreePort()
 	if err != nil {
@@ -309,6 +312,7 @@ func TestSandboxEtcdCommand(t *testing.T) {
 // token of a task per etcd cluster and refuses an older owner; a token of
 // another etcd cluster (rebuilt, revisions from 1 again) replaces it.
 func TestTargetFenceRefusesStaleToken(t *testing.T) {
+	skipShort(t)
 	db := sandboxtest.MustOpen(t, dst, "")
 	ctx := t.Context()
 	conn, err := db.Conn(ctx)
@@ -335,6 +339,7 @@ func TestTargetFenceRefusesStaleToken(t *testing.T) {
 // admin need not know it), and a worker without it in its environment
 // shows the one-line reason in status instead of running the task.
 func TestTaskAddKeepsSecretsOut(t *testing.T) {
+	skipShort(t)
 	h := newHarness(t, 0)
 	yaml := fmt.Sprintf("name: secret_%s\nsource: {host: 127.0.0.1, port: %d, user: root, password: \"${CLUSTER_TEST_PW}\"}\n"+
 		"target: {host: 127.0.0.1, port: %d, user: root}\ntables: {include: [\"nosuch.*\"]}\n", h.prefix, src.Port, dst.Port)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand"
 	"os"
@@ -33,7 +34,22 @@ var (
 	bin      string
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here needs etcd, MariaDB and the sluice binary.
+		os.Exit(m.Run())
+	}
+	os.Exit(run(m))
+}
+
+// skipShort skips a test under -short (make test-short).
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs etcd, MariaDB sandboxes and worker processes")
+	}
+}
 
 func run(m *testing.M) int {
 	e, stop, err := sandboxtest.NewEtcd()

@@ -21,6 +21,7 @@ import (
 // other, which resumes from the checkpoint in Kafka. A read_committed
 // consumer then sees every ledger insert exactly once.
 func TestKafkaSinkTaskFailsOver(t *testing.T) {
+	skipShort(t)
 	k := sandboxtest.StartKafka(t)
 	h := newHarness(t, 0)
 	db := h.prefix + "_k"

@@ -15,6 +15,9 @@ import (
 // TestEtcdUpRestartDown starts a member, restarts it after a crash on the
 // same data, and checks up's refusals.
 func TestEtcdUpRestartDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd")
+	}
 	e := sandboxtest.StartEtcd(t)
 	ctx := context.Background()
 	if _, ok := e.Running(); !ok {
