@@ -26,7 +26,7 @@ func MergeInput(l *relay.Log) func(start sluice.Position) (merge.Input, error) {
 		if err != nil {
 			return nil, err
 		}
-		return mergeInput{r: r, fde: servedRelay{l}}, nil
+		return mergeInput{r: r, fde: servedRelay{l, &gtidAtEnd{}}}, nil
 	}
 }
 
@@ -77,12 +77,17 @@ func (o mergeOutput) End() sluice.Position { return o.l.End() }
 
 // ServeGlobal serves the merged relay; its GTID position (for
 // @@gtid_binlog_pos) is the merge's.
-func ServeGlobal(l *relay.Log, m *merge.Merger) serve.Binlog { return servedGlobal{servedRelay{l}, m} }
+func ServeGlobal(l *relay.Log, m *merge.Merger) serve.Binlog {
+	return servedGlobal{servedRelay{l, &gtidAtEnd{}}, m}
+}
 
 type servedGlobal struct {
 	servedRelay
 	m *merge.Merger
 }
+
+// GTIDPos is the merge's GTID position.
+func (s servedGlobal) GTIDPos() (string, error) { return s.m.GTID(), nil }
 
 func (s servedGlobal) End() sluice.Position {
 	p := s.servedRelay.End()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -17,9 +19,55 @@ import (
 
 // ServeLog gives the binlog service (serve) the relay log to serve; the
 // two stage packages meet here rather than import each other.
-func ServeLog(l *relay.Log) serve.Binlog { return servedRelay{l} }
+func ServeLog(l *relay.Log) serve.Binlog { return servedRelay{l, &gtidAtEnd{}} }
 
-type servedRelay struct{ l *relay.Log }
+type servedRelay struct {
+	l *relay.Log
+	g *gtidAtEnd
+}
+
+// gtidAtEnd caches the relay's GTID position at an end, so that each ask
+// reads only what the relay gained since the last one.
+type gtidAtEnd struct {
+	mu sync.Mutex
+	at sluice.Position // with its GTID set
+}
+
+// GTIDPos is the GTID position after the relay's last complete
+// transaction (@@gtid_binlog_pos): read from the last position it was
+// computed at, or from the head of the last file (its Gtid_list).
+func (s servedRelay) GTIDPos() (string, error) {
+	s.g.mu.Lock()
+	defer s.g.mu.Unlock()
+	end := s.l.End()
+	if end.File == "" {
+		return "", nil
+	}
+	at := s.g.at
+	if at.File != end.File || at.Compare(end) > 0 || !s.l.Has(at) {
+		at = sluice.Position{File: end.File, Pos: 4}
+		if files := s.l.Files(); len(files) > 0 && files[0] == end.File {
+			at = sluice.Position{} // the first file from its start, the relay's head included
+		}
+	}
+	r, err := s.l.NewReader(at, nil)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		p := r.Position()
+		if p.File == end.File && p.Pos >= end.Pos {
+			s.g.at = p
+			return p.GTIDSet, nil
+		}
+		if _, err := r.NextRaw(ctx); err != nil {
+			return "", err
+		}
+	}
+}
 
 func (s servedRelay) Files() []string              { return s.l.Files() }
 func (s servedRelay) End() sluice.Position         { return s.l.End() }

@@ -20,6 +20,9 @@ type Binlog interface {
 	// Size is a file's size up to its last complete transaction (0 for a
 	// file the list does not name).
 	Size(file string) int64
+	// GTIDPos is the GTID position after the last complete transaction
+	// (@@gtid_binlog_pos).
+	GTIDPos() (string, error)
 	// Has reports whether a position lies within the data.
 	Has(pos sluice.Position) bool
 	// FDE returns a file's format description event as stored.

@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -46,6 +47,22 @@ func TestGTIDDumpStartsAtTheReplicasFile(t *testing.T) {
 	addr, pw := startServe(t, l)
 	host, port, _ := net.SplitHostPort(addr)
 	p, _ := strconv.Atoi(port)
+	// The service's GTID position is the source's at the same end, asked
+	// twice (the second from what the first read).
+	sdb, err := sql.Open("mysql", "repl:"+pw+"@tcp("+addr+")/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	for i := 0; i < 2; i++ {
+		var got, name, val string
+		if err := sdb.QueryRow("SELECT @@gtid_binlog_pos").Scan(&got); err != nil || got != last {
+			t.Fatalf("@@gtid_binlog_pos on the service: %q (%v), the source's %q", got, err, last)
+		}
+		if err := sdb.QueryRow("SHOW GLOBAL VARIABLES LIKE 'gtid_binlog_pos'").Scan(&name, &val); err != nil || val != last {
+			t.Fatalf("SHOW GLOBAL VARIABLES LIKE 'gtid_binlog_pos' on the service: %q (%v), the source's %q", val, err, last)
+		}
+	}
 
 	for _, c := range []struct {
 		name, state, file string

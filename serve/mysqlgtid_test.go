@@ -161,7 +161,8 @@ func newMySQLBinlog(t *testing.T, sid string) *memBinlog {
 	return mb
 }
 
-func (m *memBinlog) Files() []string { return m.names }
+func (m *memBinlog) Files() []string          { return m.names }
+func (m *memBinlog) GTIDPos() (string, error) { return "", nil }
 func (m *memBinlog) End() sluice.Position {
 	last := m.names[len(m.names)-1]
 	return m.files[last][len(m.files[last])-1].Pos

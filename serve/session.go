@@ -168,7 +168,11 @@ func (h *session) variable(name string) (string, bool) {
 	case "gtid_strict_mode":
 		return "0", true
 	case "gtid_binlog_pos", "gtid_current_pos":
-		return h.s.log.End().GTIDSet, true
+		g, err := h.s.log.GTIDPos()
+		if err != nil {
+			h.s.slog.Warn("serve: the GTID position at the relay's end", "err", err)
+		}
+		return g, true
 	case "log_bin":
 		return "ON", true
 	case "rpl_semi_sync_master_enabled", "rpl_semi_sync_source_enabled":
