@@ -288,9 +288,8 @@ func (l *lockedBuffer) String() string {
 // reading the source, once the fields that say when Debezium processed an
 // event are taken out (normalize), and logs no warning reading the service
 // that it does not log reading the source; resuming by file and position
-// (subtest position) and by MariaDB GTID (subtest gtid). The gtid subtest
-// fails while the service answers gtid_binlog_pos empty
-// (docs/manual/debezium.md).
+// (subtest position) and by MariaDB GTID (subtest gtid, which needs the
+// service's gtid_binlog_pos to be its GTID position, as the source's is).
 func TestDebeziumSeesTheSameEvents(t *testing.T) {
 	enabled(t)
 	ctx := context.Background()
