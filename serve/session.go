@@ -38,6 +38,9 @@ var (
 	// (Debezium's do). The query is answered, the settings ignored.
 	setStmtRe = regexp.MustCompile(`(?is)^\s*set\s+statement\s+.*?\s+for\s+(.+)$`)
 	killRe    = regexp.MustCompile(`(?is)^\s*kill\s+(?:connection\s+)?(\d+)\s*$`)
+	// A SELECT that reads a table (information_schema included) is not one
+	// of variables: the service has no tables (FROM DUAL is no table).
+	selectFromRe = regexp.MustCompile(`(?is)^\s*select\s.*?\sfrom\s+(?:dual\b)?`)
 )
 
 // HandleQuery answers what replicas and CDC clients ask at connect
@@ -79,10 +82,34 @@ func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 			rows = append(rows, []any{f, uint64(h.s.log.Size(f))})
 		}
 		return resultset([]string{"Log_name", "File_size"}, rows)
-	case selectRe.MatchString(q):
+	case selectRe.MatchString(q) && !readsTable(q):
 		return h.selectExprs(selectRe.FindStringSubmatch(q)[1])
 	}
 	return nil, mysql.NewError(mysql.ER_NOT_SUPPORTED_YET, fmt.Sprintf("sluice serve answers replication queries only, not %q (fix: send it to the source server)", oneLine(q, 80)))
+}
+
+// readsTable reports a SELECT ... FROM a table (outside quotes).
+func readsTable(q string) bool {
+	m := selectFromRe.FindString(stripQuoted(q))
+	return m != "" && !strings.HasSuffix(strings.ToLower(strings.TrimSpace(m)), "dual")
+}
+
+// stripQuoted blanks the text of quoted strings, so that a FROM inside one
+// is not taken for a clause.
+func stripQuoted(q string) string {
+	b := []byte(q)
+	var quote byte
+	for i, c := range b {
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+			b[i] = ' '
+		case c == '\'' || c == '"' || c == '`':
+			quote = c
+		}
+	}
+	return string(b)
 }
 
 // set handles SET a=b[, c=d]: session variables are kept; anything else
