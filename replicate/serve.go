@@ -171,29 +171,11 @@ func startServe(srv *serve.Server, ln net.Listener) (stop func() error) {
 // serveStart is where a new binlog server begins: the task's
 // incremental start, or the source's current position.
 func serveStart(ctx context.Context, rc Config, info *binlog.Info, bcfg binlog.Config) (sluice.Position, error) {
-	want := rc.Start
-	want.Flavor = info.Flavor
-	switch {
-	case want.File == "" && want.GTIDSet != "":
-		p, err := binlog.ResolveGTID(ctx, bcfg, want.GTIDSet)
-		if err != nil {
-			return want, err
-		}
-		want.File, want.Pos = p.File, p.Pos
-	case want.File != "" && want.GTIDSet == "" && info.Flavor == "mariadb":
-		g, err := gtidAt(ctx, rc.Source, want)
-		if err != nil {
-			return want, err
-		}
-		want.GTIDSet = g
-	case want.File == "":
-		return want, &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: no start position and an empty relay", sluice.ErrConfig),
+	if rc.Start.File == "" && rc.Start.GTIDSet == "" {
+		return rc.Start, &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: no start position and an empty relay", sluice.ErrConfig),
 			Hint: "set incremental.binlog-file and binlog-pos (or incremental.gtid-set) in the task file: the service serves the binlog from there"}
 	}
-	if want.Pos < 4 {
-		want.Pos = 4
-	}
-	return want, binlog.CheckPosition(info, want, rc.Source)
+	return resolveStart(ctx, rc.Start, info, bcfg, rc.Source)
 }
 
 // retainServed purges the relay files older than the relay's retention

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/binlog"
-	"github.com/sluice-db/sluice/decode"
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/private"
 	"github.com/sluice-db/sluice/relay"
@@ -204,22 +203,7 @@ func (s *SinkTask) startPosition(ctx context.Context, start *sluice.Position, in
 		return want, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint in Kafka and no start position", sluice.ErrConfig, t.cfg.Name),
 			Hint: "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file"}
 	}
-	want.Flavor = info.Flavor
-	if want.File == "" {
-		p, err := binlog.ResolveGTID(ctx, bcfg, want.GTIDSet)
-		if err != nil {
-			return want, err
-		}
-		want.File, want.Pos = p.File, p.Pos
-	} else if want.GTIDSet == "" && info.Flavor == "mariadb" {
-		if want.GTIDSet, err = gtidAt(ctx, t.cfg.Source, want); err != nil {
-			return want, err
-		}
-	}
-	if want.Pos < 4 {
-		want.Pos = 4
-	}
-	if err := binlog.CheckPosition(info, want, t.cfg.Source); err != nil {
+	if want, err = resolveStart(ctx, want, info, bcfg, t.cfg.Source); err != nil {
 		return want, err
 	}
 	state, err := seedFromSource(ctx, t.cfg)
@@ -269,31 +253,12 @@ func seedFromSource(ctx context.Context, cfg Config) ([]byte, error) {
 // restart, a lost connection). Errors the user must fix stop the task.
 func (s *SinkTask) sinkLoop(ctx context.Context, rlog *relay.Log) error {
 	t := s.t
-	wait := t.cfg.RetryMin
-	for {
-		began := time.Now()
-		err := s.sinkOnce(ctx, rlog)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if fatalSinkErr(err) {
-			return err
-		}
-		if time.Since(began) > time.Minute {
-			wait = t.cfg.RetryMin
-		}
-		s.restarts.Add(1)
-		s.setStage(StageRetrying, err)
-		t.logf("kafka sink stopped (%v); restarting from the checkpoint in Kafka in %s", oneLine(err), wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		if wait *= 2; wait > t.cfg.RetryMax {
-			wait = t.cfg.RetryMax
-		}
-	}
+	return t.cfg.retryLoop(ctx, func() error { return s.sinkOnce(ctx, rlog) }, fatalSinkErr,
+		func(err error, wait time.Duration) {
+			s.restarts.Add(1)
+			s.setStage(StageRetrying, err)
+			t.logf("kafka sink stopped (%v); restarting from the checkpoint in Kafka in %s", oneLine(err), wait)
+		})
 }
 
 // fatalSinkErr: errors a retry cannot fix.
@@ -328,22 +293,7 @@ func (s *SinkTask) sinkOnce(ctx context.Context, rlog *relay.Log) (err error) {
 	}
 	pos := cp.Pos
 	pos.Flavor = t.cfg.Decode.Flavor
-	tracker := schema.NewTracker()
-	if cp.SchemaState != nil {
-		if err := tracker.Restore(cp.SchemaState); err != nil {
-			return err
-		}
-	}
-	dcfg := t.cfg.Decode
-	dcfg.GTIDPos = pos.GTIDSet
-	dec, err := decode.New(dcfg, tracker)
-	if err != nil {
-		return err
-	}
-	if err := rlog.WaitFor(ctx, pos); err != nil {
-		return err
-	}
-	r, err := rlog.NewReader(pos, decode.NewParser(dcfg.Flavor))
+	dec, r, err := openDecoder(ctx, rlog, t.cfg.Decode, pos, cp.SchemaState)
 	if err != nil {
 		return err
 	}

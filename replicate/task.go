@@ -267,22 +267,7 @@ func (t *Task) startPosition(ctx context.Context, db *sql.DB, start *sluice.Posi
 		return pos, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint and no start position", sluice.ErrConfig, t.cfg.Name),
 			Hint: "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file, or run sluice migrate --mode all"}
 	}
-	want.Flavor = info.Flavor
-	if want.File == "" {
-		p, err := binlog.ResolveGTID(ctx, bcfg, want.GTIDSet)
-		if err != nil {
-			return pos, err
-		}
-		want.File, want.Pos = p.File, p.Pos
-	} else if want.GTIDSet == "" && info.Flavor == "mariadb" {
-		if want.GTIDSet, err = gtidAt(ctx, t.cfg.Source, want); err != nil {
-			return pos, err
-		}
-	}
-	if want.Pos < 4 {
-		want.Pos = 4
-	}
-	if err := binlog.CheckPosition(info, want, t.cfg.Source); err != nil {
+	if want, err = resolveStart(ctx, want, info, bcfg, t.cfg.Source); err != nil {
 		return pos, err
 	}
 	state, err := seedSchema(ctx, t.cfg, db)
@@ -294,6 +279,30 @@ func (t *Task) startPosition(ctx context.Context, db *sql.DB, start *sluice.Posi
 	}
 	t.logf("new task: starts at %s", want)
 	return want, nil
+}
+
+// resolveStart completes a start position a task file gives (a GTID set,
+// or a file and offset) with the other half, and checks that the source
+// still has it.
+func resolveStart(ctx context.Context, want sluice.Position, info *binlog.Info, bcfg binlog.Config, src sluice.Endpoint) (sluice.Position, error) {
+	want.Flavor = info.Flavor
+	if want.File == "" {
+		p, err := binlog.ResolveGTID(ctx, bcfg, want.GTIDSet)
+		if err != nil {
+			return want, err
+		}
+		want.File, want.Pos = p.File, p.Pos
+	} else if want.GTIDSet == "" && info.Flavor == "mariadb" {
+		g, err := gtidAt(ctx, src, want)
+		if err != nil {
+			return want, err
+		}
+		want.GTIDSet = g
+	}
+	if want.Pos < 4 {
+		want.Pos = 4
+	}
+	return want, binlog.CheckPosition(info, want, src)
 }
 
 // gtidAt asks a MariaDB source for the GTID position at a file/offset, so
@@ -340,29 +349,66 @@ func (t *Task) fetch(ctx context.Context, rlog *relay.Log, bcfg binlog.Config, p
 // applyLoop applies the relay from the checkpoint, restarting from the
 // checkpoint after transient failures (target restarts, lost connections).
 func (t *Task) applyLoop(ctx context.Context, rlog *relay.Log, db *sql.DB) error {
-	wait := t.cfg.RetryMin
+	return t.cfg.retryLoop(ctx, func() error { return t.applyOnce(ctx, rlog, db) },
+		func(err error) bool { return !retryable(err) },
+		func(err error, wait time.Duration) {
+			t.restarts.Add(1)
+			t.setStage(StageRetrying, err)
+			t.logf("applier stopped (%v); restarting from the checkpoint in %s", oneLine(err), wait)
+		})
+}
+
+// openDecoder readies a decoder at a checkpoint, with the schema state
+// saved with it, and a relay reader there (on a first run it waits until
+// the writer has stored the start).
+func openDecoder(ctx context.Context, rlog *relay.Log, dcfg decode.Config, pos sluice.Position, state []byte) (*decode.Decoder, *relay.Reader, error) {
+	tracker := schema.NewTracker()
+	if state != nil {
+		if err := tracker.Restore(state); err != nil {
+			return nil, nil, err
+		}
+	}
+	dcfg.GTIDPos = pos.GTIDSet
+	dec, err := decode.New(dcfg, tracker)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := rlog.WaitFor(ctx, pos); err != nil {
+		return nil, nil, err
+	}
+	r, err := rlog.NewReader(pos, decode.NewParser(dcfg.Flavor))
+	if err != nil {
+		return nil, nil, err
+	}
+	return dec, r, nil
+}
+
+// retryLoop runs once until ctx ends (nil) or it fails in a way fatal says
+// no retry fixes. Between tries it calls onRetry and waits: RetryMin,
+// doubled each time up to RetryMax, and RetryMin again after a run that
+// lasted a minute.
+func (c Config) retryLoop(ctx context.Context, once func() error, fatal func(error) bool, onRetry func(err error, wait time.Duration)) error {
+	wait := c.RetryMin
 	for {
 		began := time.Now()
-		err := t.applyOnce(ctx, rlog, db)
+		err := once()
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !retryable(err) {
+		if fatal(err) {
 			return err
 		}
 		if time.Since(began) > time.Minute {
-			wait = t.cfg.RetryMin
+			wait = c.RetryMin
 		}
-		t.restarts.Add(1)
-		t.setStage(StageRetrying, err)
-		t.logf("applier stopped (%v); restarting from the checkpoint in %s", oneLine(err), wait)
+		onRetry(err, wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
-		if wait *= 2; wait > t.cfg.RetryMax {
-			wait = t.cfg.RetryMax
+		if wait *= 2; wait > c.RetryMax {
+			wait = c.RetryMax
 		}
 	}
 }
@@ -391,18 +437,11 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 	if err != nil {
 		return err
 	}
-	tracker := schema.NewTracker()
 	state, err := a.SchemaState(ctx)
 	if err != nil {
 		return err
 	}
-	if state != nil {
-		if err := tracker.Restore(state); err != nil {
-			return err
-		}
-	}
 	dcfg := t.cfg.Decode
-	dcfg.GTIDPos = pos.GTIDSet
 	hs, err := ReadHandles(t.cfg.Dir)
 	if err != nil {
 		return err
@@ -414,15 +453,7 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 		t.handles = h
 		t.mu.Unlock()
 	}
-	dec, err := decode.New(dcfg, tracker)
-	if err != nil {
-		return err
-	}
-	// On a first run the writer may not have stored the start yet.
-	if err := rlog.WaitFor(ctx, pos); err != nil {
-		return err
-	}
-	r, err := rlog.NewReader(pos, decode.NewParser(dcfg.Flavor))
+	dec, r, err := openDecoder(ctx, rlog, dcfg, pos, state)
 	if err != nil {
 		return err
 	}

@@ -233,22 +233,7 @@ func (e *Etcd) Stop(ctx context.Context, timeout time.Duration) error {
 		_ = os.Remove(e.pidFile())
 		return nil
 	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(timeout)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			time.Sleep(200 * time.Millisecond)
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	_ = os.Remove(e.pidFile())
-	return nil
+	return stopProcess(ctx, pid, timeout, e.pidFile())
 }
 
 // Kill stops the member with SIGKILL (a crash) and waits until it is gone.
@@ -257,11 +242,8 @@ func (e *Etcd) Kill() error {
 	if !ok {
 		return nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := killProcess(pid); err != nil {
 		return err
-	}
-	for alive(pid) {
-		time.Sleep(20 * time.Millisecond)
 	}
 	_ = os.Remove(e.pidFile())
 	return nil

@@ -374,22 +374,7 @@ func (k *KafkaInstance) Stop(ctx context.Context, timeout time.Duration) error {
 	if !ok {
 		return nil
 	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(timeout)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			time.Sleep(200 * time.Millisecond)
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	_ = os.Remove(k.pidFile())
-	return nil
+	return stopProcess(ctx, pid, timeout, k.pidFile())
 }
 
 // Kill sends SIGKILL to the broker (crash tests) and waits for it to die.
@@ -398,11 +383,8 @@ func (k *KafkaInstance) Kill() error {
 	if !ok {
 		return nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := killProcess(pid); err != nil {
 		return err
-	}
-	for alive(pid) {
-		time.Sleep(20 * time.Millisecond)
 	}
 	_ = os.Remove(k.pidFile())
 	return nil

@@ -394,22 +394,7 @@ func (i *Instance) Stop(ctx context.Context, timeout time.Duration) error {
 	if !ok {
 		return nil
 	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(timeout)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			time.Sleep(200 * time.Millisecond)
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	_ = os.Remove(i.pidFile())
-	return nil
+	return stopProcess(ctx, pid, timeout, i.pidFile())
 }
 
 // Kill sends SIGKILL to the server (crash tests) and waits for it to die.
@@ -418,11 +403,8 @@ func (i *Instance) Kill() error {
 	if !ok {
 		return nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := killProcess(pid); err != nil {
 		return err
-	}
-	for alive(pid) {
-		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
 }
