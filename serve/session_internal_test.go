@@ -9,11 +9,11 @@ import "testing"
 func TestReadsTable(t *testing.T) {
 	for q, want := range map[string]bool{
 		"SELECT schema_name, default_character_set_name FROM information_schema.schemata": true,
-		"select @@version_comment limit 1":                                               false,
-		"SELECT 1 FROM DUAL":                                                             false,
-		"SELECT 'a from b'":                                                              false,
-		"SELECT @@server_id, `from` FROM t":                                              true,
-		"SELECT UNIX_TIMESTAMP()":                                                        false,
+		"select @@version_comment limit 1":                                                false,
+		"SELECT 1 FROM DUAL":                                                              false,
+		"SELECT 'a from b'":                                                               false,
+		"SELECT @@server_id, `from` FROM t":                                               true,
+		"SELECT UNIX_TIMESTAMP()":                                                         false,
 	} {
 		if got := readsTable(q); got != want {
 			t.Errorf("readsTable(%q) = %v, want %v", q, got, want)
