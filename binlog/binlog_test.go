@@ -38,16 +38,7 @@ func config(inst *sandbox.Instance) binlog.Config {
 }
 
 func masterStatus(t *testing.T, db *sql.DB) sluice.Position {
-	t.Helper()
-	var p sluice.Position
-	var a, b any
-	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &a, &b); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&p.GTIDSet); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return sandboxtest.MasterStatusGTID(t, db)
 }
 
 func TestCheckRefusesUnsupportedSettings(t *testing.T) {

@@ -25,15 +25,7 @@ func TestMain(m *testing.M) {
 	os.Exit(sandboxtest.Run(m, sandboxtest.Want{Name: "src", Inst: &srcInst}, sandboxtest.Want{Name: "dst", Inst: &dstInst}))
 }
 
-func masterStatus(tb testing.TB, db *sql.DB) sluice.Position {
-	tb.Helper()
-	var p sluice.Position
-	var a, b any
-	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &a, &b); err != nil {
-		tb.Fatal(err)
-	}
-	return p
-}
+func masterStatus(tb testing.TB, db *sql.DB) sluice.Position { return sandboxtest.MasterStatus(tb, db) }
 
 type testWriter struct{ t *testing.T }
 

@@ -344,38 +344,6 @@ func tail(s string) string {
 	return strings.Join(l, "\n")
 }
 
-func masterStatus(t *testing.T, db *sql.DB) sluice.Position {
-	t.Helper()
-	var p sluice.Position
-	var a, b any
-	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &a, &b); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func masterStatus(t *testing.T, db *sql.DB) sluice.Position { return sandboxtest.MasterStatus(t, db) }
 
-func slaveStatus(t *testing.T, db *sql.DB) map[string]string {
-	t.Helper()
-	rows, err := db.Query("SHOW SLAVE STATUS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	out := map[string]string{}
-	if !rows.Next() {
-		return out
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range cols {
-		out[c] = vals[i].String
-	}
-	return out
-}
+func slaveStatus(t *testing.T, db *sql.DB) map[string]string { return sandboxtest.SlaveStatus(t, db) }

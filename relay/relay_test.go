@@ -23,16 +23,7 @@ import (
 )
 
 func masterStatus(tb testing.TB, db *sql.DB) sluice.Position {
-	tb.Helper()
-	var p sluice.Position
-	var a, b any
-	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &a, &b); err != nil {
-		tb.Fatal(err)
-	}
-	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&p.GTIDSet); err != nil {
-		tb.Fatal(err)
-	}
-	return p
+	return sandboxtest.MasterStatusGTID(tb, db)
 }
 
 // pump copies inst's binlog into l from start until stopped.

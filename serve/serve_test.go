@@ -24,15 +24,7 @@ import (
 	"github.com/sluice-db/sluice/serve"
 )
 
-func masterStatus(tb testing.TB, db *sql.DB) sluice.Position {
-	tb.Helper()
-	var p sluice.Position
-	var a, b any
-	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &a, &b); err != nil {
-		tb.Fatal(err)
-	}
-	return p
-}
+func masterStatus(tb testing.TB, db *sql.DB) sluice.Position { return sandboxtest.MasterStatus(tb, db) }
 
 // startRelay copies inst's binlog from start into a new relay in dir
 // until the test ends; wait blocks until the relay holds a position.
@@ -306,31 +298,7 @@ func waitReplica(t *testing.T, rdb *sql.DB, pos sluice.Position, wait func(sluic
 	}
 }
 
-func slaveStatus(t *testing.T, db *sql.DB) map[string]string {
-	t.Helper()
-	rows, err := db.Query("SHOW SLAVE STATUS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	out := map[string]string{}
-	if !rows.Next() {
-		return out
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range cols {
-		out[c] = vals[i].String
-	}
-	return out
-}
+func slaveStatus(t *testing.T, db *sql.DB) map[string]string { return sandboxtest.SlaveStatus(t, db) }
 
 // TestStockReplicaByGTID: a stock MariaDB replica with MASTER_USE_GTID=
 // slave_pos, its gtid_slave_pos set to the source's at the relay's start,

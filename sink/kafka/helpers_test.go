@@ -39,16 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 func masterStatus(tb testing.TB, db *sql.DB) sluice.Position {
-	tb.Helper()
-	var p sluice.Position
-	var a, b any
-	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&p.File, &p.Pos, &a, &b); err != nil {
-		tb.Fatal(err)
-	}
-	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&p.GTIDSet); err != nil {
-		tb.Fatal(err)
-	}
-	return p
+	return sandboxtest.MasterStatusGTID(tb, db)
 }
 
 // buildSluice builds the CLI (without -race: it is the system under test,
