@@ -114,63 +114,10 @@ func (k *KafkaInstance) props() string   { return filepath.Join(k.Home, "server.
 func (k *KafkaInstance) dataDir() string { return filepath.Join(k.Home, "data") }
 
 // KafkaLibs returns the directory of the Kafka jars under cache, fetching
-// them once from Maven Central with mvn (a generated pom and
-// dependency:copy-dependencies). Concurrent callers (parallel test
-// binaries) wait for one fetch under a file lock.
+// them once from Maven Central (MavenLibs).
 func KafkaLibs(ctx context.Context, cache string) (string, error) {
-	libs := filepath.Join(cache, "libs")
-	done := filepath.Join(cache, "libs.done")
-	if _, err := os.Stat(done); err == nil {
-		return libs, nil
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", err
-	}
-	lock, err := os.OpenFile(filepath.Join(cache, "fetch.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", err
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	if _, err := os.Stat(done); err == nil {
-		return libs, nil
-	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		return "", &sluice.Error{Op: "sandbox kafka", Err: fmt.Errorf("%w: mvn not found (it fetches Kafka's jars from Maven Central)", sluice.ErrConfig),
-			Hint: "run 'make deps', or apt-get install -y maven default-jre-headless"}
-	}
-	pom := `<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>sluice</groupId><artifactId>kafka-sandbox-libs</artifactId><version>1</version><packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>` + KafkaVersion + `</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>1.7.36</version></dependency>
-  </dependencies>
-</project>
-`
-	if err := os.WriteFile(filepath.Join(cache, "pom.xml"), []byte(pom), 0o644); err != nil {
-		return "", err
-	}
-	tmp := libs + ".tmp"
-	_ = os.RemoveAll(tmp)
-	_ = os.RemoveAll(libs)
-	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "dependency:copy-dependencies", "-DoutputDirectory="+tmp)
-	cmd.Dir = cache
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &sluice.Error{Op: "sandbox kafka: fetch Kafka " + KafkaVersion + " jars with mvn", Err: fmt.Errorf("%w: %s", err, lastLines(string(out), 3)),
-			Hint: "check that Maven Central is reachable (a proxy goes in ~/.m2/settings.xml)"}
-	}
-	if err := os.Rename(tmp, libs); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(done, []byte(KafkaVersion+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	return libs, nil
+	return MavenLibs(ctx, cache, "Kafka "+KafkaVersion, []MavenArtifact{
+		{"org.apache.kafka", "kafka_2.13", KafkaVersion}, {"org.slf4j", "slf4j-simple", "1.7.36"}})
 }
 
 // KafkaUp creates (first time) and starts a Kafka sandbox and returns once

@@ -6,8 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
+
+	"github.com/sluice-db/sluice/sandbox"
 )
 
 // Version is the Debezium release the test runs. Debezium 2.7's MySQL
@@ -29,64 +29,13 @@ func cacheDir() string {
 }
 
 // fetchLibs returns the directory of Debezium's jars (the embedded engine,
-// the MariaDB connector and their dependencies), fetching them once from
-// Maven Central with mvn as sandbox.KafkaLibs does: a generated pom and
-// dependency:copy-dependencies, under a file lock so that parallel test
-// binaries fetch once.
+// the MariaDB connector and their dependencies), fetched once from Maven
+// Central as the Kafka sandbox's are.
 func fetchLibs(ctx context.Context) (string, error) {
-	cache := cacheDir()
-	libs := filepath.Join(cache, "libs")
-	done := filepath.Join(cache, "libs.done")
-	if _, err := os.Stat(done); err == nil {
-		return libs, nil
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", err
-	}
-	lock, err := os.OpenFile(filepath.Join(cache, "fetch.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", err
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	if _, err := os.Stat(done); err == nil {
-		return libs, nil
-	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		return "", fmt.Errorf("mvn not found (it fetches Debezium's jars from Maven Central): run 'make deps', or apt-get install -y maven default-jdk-headless")
-	}
-	pom := `<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>sluice</groupId><artifactId>debezium-compat-libs</artifactId><version>1</version><packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>io.debezium</groupId><artifactId>debezium-embedded</artifactId><version>` + Version + `</version></dependency>
-    <dependency><groupId>io.debezium</groupId><artifactId>debezium-connector-mariadb</artifactId><version>` + Version + `</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>1.7.36</version></dependency>
-  </dependencies>
-</project>
-`
-	if err := os.WriteFile(filepath.Join(cache, "pom.xml"), []byte(pom), 0o644); err != nil {
-		return "", err
-	}
-	tmp := libs + ".tmp"
-	_ = os.RemoveAll(tmp)
-	_ = os.RemoveAll(libs)
-	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "dependency:copy-dependencies", "-DoutputDirectory="+tmp)
-	cmd.Dir = cache
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("fetch Debezium %s jars with mvn: %w: %s (check that Maven Central is reachable; a proxy goes in ~/.m2/settings.xml)", Version, err, lastLines(string(out), 3))
-	}
-	if err := os.Rename(tmp, libs); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(done, []byte(Version+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	return libs, nil
+	return sandbox.MavenLibs(ctx, cacheDir(), "Debezium "+Version, []sandbox.MavenArtifact{
+		{Group: "io.debezium", Artifact: "debezium-embedded", Version: Version},
+		{Group: "io.debezium", Artifact: "debezium-connector-mariadb", Version: Version},
+		{Group: "org.slf4j", Artifact: "slf4j-simple", Version: "1.7.36"}})
 }
 
 // compile compiles Dbz.java against libs into dir.
@@ -104,12 +53,4 @@ func compile(ctx context.Context, libs, dir string) error {
 		return fmt.Errorf("javac Dbz.java: %w: %s", err, out)
 	}
 	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
