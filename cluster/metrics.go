@@ -1,16 +1,9 @@
 package cluster
 
 import (
-	"context"
-	"fmt"
-	"net"
-	"net/http"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/metricshttp"
 )
 
 // Lagger is what a Runnable may add for the worker's metrics.
@@ -26,8 +19,7 @@ type metrics struct {
 	starts    *prometheus.CounterVec
 	leaseLost prometheus.Counter
 
-	srv  *http.Server
-	done chan struct{}
+	http *metricshttp.Server
 }
 
 func newMetrics(worker string) *metrics {
@@ -42,35 +34,19 @@ func newMetrics(worker string) *metrics {
 			Help: "Times this worker started a task (takeovers, moves, retries)."}, []string{"task"}),
 		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_worker_lease_lost_total", ConstLabels: l,
 			Help: "Times this worker stopped every task because its etcd lease may have been lost."}),
-		done: make(chan struct{}),
 	}
 	m.reg.MustRegister(m.tasks, m.lag, m.starts, m.leaseLost)
 	return m
 }
 
-// serve listens on addr until close; it returns the address bound.
+// serve starts the HTTP endpoint; it returns the bound address.
 func (m *metrics) serve(addr string) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+	srv, err := metricshttp.Serve(m.reg, addr, "worker metrics", "pass --metrics-addr with a free loopback address such as 127.0.0.1:9360, or 127.0.0.1:0 for any port")
 	if err != nil {
-		return "", &sluice.Error{Op: "worker metrics", Err: fmt.Errorf("%w: listen on %s: %v", sluice.ErrConfig, addr, err),
-			Hint: "pass --metrics-addr with a free loopback address such as 127.0.0.1:9360, or 127.0.0.1:0 for any port"}
+		return "", err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		defer close(m.done)
-		_ = m.srv.Serve(ln)
-	}()
-	return ln.Addr().String(), nil
+	m.http = srv
+	return srv.Addr, nil
 }
 
-func (m *metrics) close() {
-	if m.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = m.srv.Shutdown(ctx)
-	<-m.done
-}
+func (m *metrics) close() { m.http.Close() }

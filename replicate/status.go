@@ -1,12 +1,9 @@
 package replicate
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,10 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/apply"
+	"github.com/sluice-db/sluice/internal/metricshttp"
 	"github.com/sluice-db/sluice/internal/private"
 	"github.com/sluice-db/sluice/serve"
 )
@@ -167,9 +164,7 @@ type metrics struct {
 	disk      *prometheus.GaugeVec
 	errors    *prometheus.CounterVec
 	last      atomic.Pointer[Status]
-	srv       *http.Server
-	ln        net.Listener
-	done      chan struct{}
+	http      *metricshttp.Server
 }
 
 func newMetrics(task string) *metrics {
@@ -190,7 +185,6 @@ func newMetrics(task string) *metrics {
 			Help: "the file system that holds the relay log: bytes available to sluice (kind=avail) and in all (kind=size)", ConstLabels: labels}, []string{"kind"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Name: "errors_total",
 			Help: "errors the task met, retried or fatal, by class", ConstLabels: labels}, []string{"class"}),
-		done: make(chan struct{}),
 	}
 	m.last.Store(&Status{})
 	for _, c := range errorClasses {
@@ -266,28 +260,12 @@ func errorClass(err error) string {
 
 // serve starts the HTTP endpoint; it returns the bound address.
 func (m *metrics) serve(addr string) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+	srv, err := metricshttp.Serve(m.reg, addr, "serve metrics", "set incremental.metrics-addr to a free loopback address such as 127.0.0.1:9358, or 127.0.0.1:0 for any port")
 	if err != nil {
-		return "", &sluice.Error{Op: "serve metrics", Err: fmt.Errorf("%w: listen on %s: %v", sluice.ErrConfig, addr, err),
-			Hint: "set incremental.metrics-addr to a free loopback address such as 127.0.0.1:9358, or 127.0.0.1:0 for any port"}
+		return "", err
 	}
-	m.ln = ln
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		defer close(m.done)
-		_ = m.srv.Serve(ln)
-	}()
-	return ln.Addr().String(), nil
+	m.http = srv
+	return srv.Addr, nil
 }
 
-func (m *metrics) close() {
-	if m.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = m.srv.Shutdown(ctx)
-	<-m.done
-}
+func (m *metrics) close() { m.http.Close() }
