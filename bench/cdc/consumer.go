@@ -86,6 +86,7 @@ type consumer struct {
 	large     largeObs
 	inLarge   bool
 	largeSeen bool
+	stalls    []stall
 
 	// Catch-up reads (part catchup): from a given position instead of the
 	// current one, until the event that ends at until; the window opens
@@ -252,6 +253,7 @@ func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
 				}
 				if d := now.UnixMicro() - ts; d >= 0 {
 					_ = c.dt.RecordValue(d)
+					c.noteStall(now, d)
 				}
 			}
 		case "big":
@@ -262,6 +264,32 @@ func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
 			}
 		}
 	}
+}
+
+// stallMicros is the delay from which a heartbeat counts as a stall: the
+// stalls' times (since the window opened) show whether the tail is
+// periodic (a purge, a timer) or follows the machine's load.
+const stallMicros = 200_000
+
+// noteStall keeps the worst delay per second of the window, for the
+// samples over stallMicros.
+func (c *consumer) noteStall(now time.Time, d int64) {
+	if d < stallMicros {
+		return
+	}
+	at := int(now.Sub(c.start).Seconds())
+	if n := len(c.stalls); n > 0 && c.stalls[n-1].At == at {
+		c.stalls[n-1].MS = max(c.stalls[n-1].MS, d/1000)
+		return
+	}
+	c.stalls = append(c.stalls, stall{At: at, MS: d / 1000})
+}
+
+// stall is a second of the window (since it opened) in which a heartbeat
+// arrived stallMicros or more after it was written, with the worst delay.
+type stall struct {
+	At int   `json:"at_s"`
+	MS int64 `json:"ms"`
 }
 
 // result is one consumer's figures over its window: from the load's start
@@ -282,6 +310,7 @@ type result struct {
 	DTmax         float64 `json:"dt_max_ms"`
 	DTn           int64   `json:"dt_samples"`
 	Complete      bool    `json:"complete"`
+	Stalls        []stall `json:"stalls,omitempty"`
 	// The large transaction (part large): XID arrival - COMMIT sent,
 	// and its events' rate from its first event to its XID.
 	LargeDT  float64 `json:"large_dt_ms,omitempty"`
@@ -292,7 +321,7 @@ type result struct {
 func (c *consumer) result(fallbackEnd time.Time, commitSent time.Time) result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := result{Name: c.ep.Name, Events: c.events, Bytes: c.bytes, Txns: c.txns, HeartbeatTxns: c.hbTxns}
+	r := result{Name: c.ep.Name, Events: c.events, Bytes: c.bytes, Txns: c.txns, HeartbeatTxns: c.hbTxns, Stalls: c.stalls}
 	end := c.end
 	r.Complete = !end.IsZero()
 	if end.IsZero() {

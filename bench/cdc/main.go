@@ -209,8 +209,8 @@ func runCmd(args []string) error {
 		r := c.result(end, commitSent)
 		rec.Consumers = append(rec.Consumers, r)
 		rec.WindowSec = max(rec.WindowSec, r.Secs)
-		fmt.Printf("  %-8s %8.0f TPS %9.0f EPS %7.2f MB/s  DT p50 %6.1f ms p99 %7.1f ms (n=%d)%s\n",
-			r.Name, r.TPS, r.EPS, r.BPS/1e6, r.DTp50, r.DTp99, r.DTn, largeLine(r))
+		fmt.Printf("  %-8s %8.0f TPS %9.0f EPS %7.2f MB/s  DT p50 %6.1f ms p99 %7.1f ms (n=%d)%s%s\n",
+			r.Name, r.TPS, r.EPS, r.BPS/1e6, r.DTp50, r.DTp99, r.DTn, largeLine(r), stallLine(r.Stalls))
 	}
 	fmt.Printf("  source TPS (sysbench) %.0f; sluice CPU %.1f s, peak RSS %.0f MB\n", rec.SourceTPS, rec.SluiceCPU, rec.SluiceRSS)
 	if *out == "" {
@@ -224,6 +224,20 @@ func runCmd(args []string) error {
 	line, _ := json.Marshal(rec)
 	_, err = f.Write(append(line, '\n'))
 	return err
+}
+
+// stallLine lists the seconds of the window with a heartbeat 200 ms late
+// or more, as second:worst-ms.
+func stallLine(st []stall) string {
+	if len(st) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("; stalls (s:ms)")
+	for _, x := range st {
+		fmt.Fprintf(&b, " %d:%d", x.At, x.MS)
+	}
+	return b.String()
 }
 
 func largeLine(r result) string {
