@@ -125,6 +125,7 @@ start_sluice() {
   cat "$log" >&2; echo "cdc: sluice serve did not start serving within 60 s" >&2; exit 2
 }
 
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # of the code this run builds
 go build -o "$WORK/cdc-bench" ./bench/cdc
 JSON=$WORK/cdc.jsonl
 : >"$JSON"
@@ -206,7 +207,7 @@ if part global; then
 fi
 
 {
-  echo "## make bench-cdc, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "## make bench-cdc, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT"
   echo
   echo "\`DURATION=$DURATION THREADS=\"$THREADS\" WORKLOADS=\"$WORKLOADS\" PARTS=\"$PARTS\" GLOBAL=\"$GLOBAL\" GLOBAL_THREADS=$GLOBAL_THREADS LARGE=\"$LARGE\" TABLES=$TABLES TABLE_SIZE=$TABLE_SIZE ./bench/cdc.sh\`; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
