@@ -8,6 +8,8 @@ import (
 	"sort"
 
 	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice/internal/binlogev"
 )
 
 // The merge handles events as bytes: it rewrites a few header fields, the
@@ -24,32 +26,8 @@ const (
 
 var magic = replication.BinLogFileHeader
 
-type header struct {
-	Timestamp uint32
-	Type      replication.EventType
-	ServerID  uint32
-	Size      uint32
-	LogPos    uint32
-	Flags     uint16
-}
-
-func parseHeader(b []byte) (header, error) {
-	if len(b) < headerSize {
-		return header{}, fmt.Errorf("event header: %d bytes, need %d", len(b), headerSize)
-	}
-	h := header{
-		Timestamp: binary.LittleEndian.Uint32(b[0:]),
-		Type:      replication.EventType(b[4]),
-		ServerID:  binary.LittleEndian.Uint32(b[5:]),
-		Size:      binary.LittleEndian.Uint32(b[9:]),
-		LogPos:    binary.LittleEndian.Uint32(b[13:]),
-		Flags:     binary.LittleEndian.Uint16(b[17:]),
-	}
-	if h.Size < headerSize {
-		return h, fmt.Errorf("event header: size %d is smaller than the header", h.Size)
-	}
-	return h, nil
-}
+// The event header is internal/binlogev's, shared with the relay and serve.
+var parseHeader = binlogev.ParseHeader
 
 // format is what the merge needs of a source file's format description
 // event: whether events carry a CRC32 trailer and the post-header lengths

@@ -287,31 +287,7 @@ func equalChecksum(t *testing.T, db, rdb *sql.DB, table string) {
 	}
 }
 
-func slaveStatus(t *testing.T, db *sql.DB) map[string]string {
-	t.Helper()
-	rows, err := db.Query("SHOW SLAVE STATUS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	out := map[string]string{}
-	if !rows.Next() {
-		return out
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range cols {
-		out[c] = vals[i].String
-	}
-	return out
-}
+func slaveStatus(t *testing.T, db *sql.DB) map[string]string { return sandboxtest.SlaveStatus(t, db) }
 
 // startSandboxes starts MariaDB sandboxes with serverOpts at once (each
 // takes seconds to initialize).
