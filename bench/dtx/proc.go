@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,33 +10,8 @@ import (
 	"github.com/sluice-db/sluice/internal/procstat"
 )
 
-// procCPU is a process's CPU time (user + system) in seconds, from
-// /proc/PID/stat; 0 when it cannot be read (pid 0, not Linux).
-func procCPU(pid int) float64 {
-	if pid <= 0 {
-		return 0
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) may hold spaces; the fields after it don't.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / clockTicks
-}
-
-// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
-// Linux architecture Go supports.
-const clockTicks = 100
+// procCPU is a process's CPU seconds (procstat.ProcessCPU).
+func procCPU(pid int) float64 { return procstat.ProcessCPU(pid) }
 
 // machineCPU returns the machine's busy and idle CPU time so far, in
 // clock ticks (0 where /proc/stat cannot be read).
