@@ -85,6 +85,13 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 "$SLUICE" dump --config "$WORK/task.yaml" --dir "$WORK/size" --progress-every 1h >"$WORK/size.log"
 BYTES=$(du -cb "$WORK"/size/*.tsv | tail -1 | cut -f1)
 MB=$(awk -v b="$BYTES" 'BEGIN { printf "%.2f", b / 1e6 }')
+# The floor row loads these same rows: one file per table (its chunks in key
+# order), and the table's CREATE statement from the source.
+mkdir -p "$WORK/floor"
+for t in $(seq 1 "$TABLES"); do
+  cat $(ls "$WORK"/size/sbtest.sbtest$t.*.tsv | sort) >"$WORK/floor/sbtest$t.tsv"
+  "${SRC[@]}" -N --raw -e "SHOW CREATE TABLE sbtest.sbtest$t" | cut -f2 >"$WORK/floor/sbtest$t.sql"
+done
 rm -rf "$WORK/size"
 echo "== data: $MB MB as text ($(du -sh "$WORK/home/fi_src/data/sbtest" | cut -f1) on disk)"
 
@@ -107,11 +114,29 @@ run_mydumper() {
   T[myloader_load,$1]=$(elapsed "$b" "$c")
   rm -rf "$WORK/md"
 }
+# The floor: the least work a logical load can do here. The rows are already
+# in files (no dump runs), and the mariadb client loads each table with one
+# LOAD DATA LOCAL INFILE into the empty table, all tables at once, with the
+# checks and the binlog off: InnoDB's bulk insert path, nothing else.
+run_floor() {
+  "${DST[@]}" -e "CREATE DATABASE sbtest"
+  local t pids=()
+  for t in $(seq 1 "$TABLES"); do
+    "${DST[@]}" sbtest <"$WORK/floor/sbtest$t.sql"
+  done
+  for t in $(seq 1 "$TABLES"); do
+    "${DST[@]}" --local-infile=1 sbtest -e "SET SESSION sql_log_bin=0, unique_checks=0, foreign_key_checks=0;
+      LOAD DATA LOCAL INFILE '$WORK/floor/sbtest$t.tsv' INTO TABLE sbtest$t CHARACTER SET binary
+      FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n'" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || { echo "full_import: the floor's LOAD DATA failed" >&2; exit 1; }; done
+}
 run_mariadb_dump() {
   { echo "SET sql_log_bin=0;"; mariadb-dump -h127.0.0.1 -P"$SRC_PORT" -uroot --single-transaction --databases sbtest; } | "${DST[@]}"
 }
 
-CONTENDERS=(sluice_auto sluice_chunk mydumper mariadb_dump)
+CONTENDERS=(sluice_auto sluice_chunk mydumper mariadb_dump floor)
 for round in $(seq 1 "$ROUNDS"); do
   n=${#CONTENDERS[@]}
   for i in $(seq 0 $((n - 1))); do
@@ -151,7 +176,7 @@ median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR%2) printf 
 med() { local k=$1 v=(); for r in $(seq 1 "$ROUNDS"); do v+=("${T[$k,$r]}"); done; median "${v[@]}"; }
 
 S_AUTO=$(med sluice_auto); S_CHUNK=$(med sluice_chunk); MYD=$(med mydumper)
-MYD_D=$(med mydumper_dump); MYL_L=$(med myloader_load); MDP=$(med mariadb_dump)
+MYD_D=$(med mydumper_dump); MYL_L=$(med myloader_load); MDP=$(med mariadb_dump); FLOOR=$(med floor)
 R_AUTO=$(ratio "$MYD" "$S_AUTO"); R_CHUNK=$(ratio "$MYD" "$S_CHUNK")
 DATE=$(date -u +"%Y-%m-%d %H:%M UTC")
 
@@ -169,6 +194,11 @@ Threads: $THREADS dump connections, $POOL load connections for sluice and mydump
 | sluice migrate --commit-unit chunk (a transaction per chunk) | streamed | streamed | $S_CHUNK | $(mbs "$S_CHUNK") | ${R_CHUNK}x |
 | mydumper -t $THREADS -r $CHUNK + myloader -t $POOL | $MYD_D ($(mbs "$MYD_D") MB/s) | $MYL_L ($(mbs "$MYL_L") MB/s) | $MYD | $(mbs "$MYD") | 1.00x |
 | mariadb-dump --single-transaction \| mariadb | streamed | streamed | $MDP | $(mbs "$MDP") | $(ratio "$MYD" "$MDP")x |
+| floor: the rows already in files, one LOAD DATA LOCAL per table by the \`mariadb\` client, all tables at once, checks and binlog off | none (files ready) | $FLOOR | $FLOOR | $(mbs "$FLOOR") | $(ratio "$MYD" "$FLOOR")x |
+
+Against the goal (sluice end to end at least 2x mydumper+myloader, or at least 0.9x the floor where
+the floor itself is under 2x): the floor is $(ratio "$MYD" "$FLOOR")x mydumper+myloader, so the bound that holds is
+$(awk -v f="$(ratio "$MYD" "$FLOOR")" 'BEGIN { print (f >= 2) ? "2x mydumper+myloader" : "0.9x the floor" }'); sluice's default is $(ratio "$FLOOR" "$S_AUTO")x the floor and ${R_AUTO}x mydumper+myloader.
 
 Single-table concurrency of \`sluice dump\` (one table, sbtest1, $(awk -v m="$MB" -v t="$TABLES" 'BEGIN { printf "%.1f", m / t }') MB, $THREADS connections):
 

@@ -26,7 +26,8 @@
 #        joins the rotation of the catch-up rounds with its own target, task dir and relay
 #      LABEL_B ("B"): how its rows are named
 #      PROFILE_DIR: write a CPU profile of every sluice run there (SLUICE_CPUPROFILE), named
-#        WORKLOAD-rROUND-a|b-PID.prof (a: SLUICE, b: SLUICE_B)
+#        WORKLOAD-rROUND-a|b-PID.prof (a: SLUICE, b: SLUICE_B), and its allocation profile
+#        (SLUICE_MEMPROFILE) beside it as .alloc
 set -euo pipefail
 
 if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
@@ -130,6 +131,10 @@ YAML
 src_gtid() { sql "$SRC_PORT" "SELECT @@gtid_binlog_pos"; }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+# host_ticks: the host's busy and total CPU ticks (/proc/stat); pid_ticks PID: a process's.
+host_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
+pid_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+field() { awk -F': ' -v k="\"$1\":" '$0 ~ k { gsub(",", "", $2); print $2; exit }' "$WORK/status.json"; }
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f %%", 100 * a / b }'; }
@@ -141,6 +146,9 @@ rates() { local n=$1 out="" t; shift; for t in "$@"; do out="$out${out:+, }$(rat
 native() {
   local port=$1 want t0
   want=$(src_gtid)
+  local tpid h0 h1 g0 g1
+  tpid=$(cat "$(sql "$dst" "SELECT @@pid_file")")
+  h0=$(host_ticks); g0=$(pid_ticks "$tpid")
   t0=$(now)
   sql "$port" "START SLAVE"
   until [ "$(sql "$port" "SELECT @@gtid_slave_pos")" = "$want" ]; do
@@ -166,18 +174,28 @@ sluice_run_as() {
   [ -z "$PROFILE_DIR" ] || prof="$PROFILE_DIR/$PROFILE_LABEL-$id-%p.prof"
   write_task "$task" "$name" "$dir" "$1" "$2" "${3:-source}"
   want=$(src_gtid)
+  local tpid h0 h1 g0 g1
+  tpid=$(cat "$(sql "$dst" "SELECT @@pid_file")")
+  h0=$(host_ticks); g0=$(pid_ticks "$tpid")
   t0=$(now)
-  env ${prof:+SLUICE_CPUPROFILE=$prof} "$bin" migrate --config "$task" --mode incremental >>"$WORK/sluice.log" 2>&1 &
+  env ${prof:+SLUICE_CPUPROFILE=$prof SLUICE_MEMPROFILE=${prof%.prof}.alloc} "$bin" migrate --config "$task" --mode incremental >>"$WORK/sluice.log" 2>&1 &
   SLUICE_PID=$!
   until [ "$(sql "$dst" "SELECT gtid_set FROM sluice_meta.apply_checkpoint WHERE task='$name' ORDER BY seq DESC LIMIT 1" 2>/dev/null)" = "$want" ]; do
     kill -0 "$SLUICE_PID" 2>/dev/null || { echo "replication: sluice exited; see the log:" >&2; tail -5 "$WORK/sluice.log" >&2; exit 2; }
     sleep 0.1
   done
   t1=$(now)
+  h1=$(host_ticks); g1=$(pid_ticks "$tpid")
   ticks=$(awk '{print $14 + $15}' "/proc/$SLUICE_PID/stat")
   rss=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SLUICE_PID/status")
   sleep 1.2 # one more status refresh for the event count
-  events=$("$bin" status --config "$task" --json | awk -F': ' '/"events":/ {gsub(",", "", $2); print $2}')
+  "$bin" status --config "$task" --json >"$WORK/status.json"
+  events=$(field events)
+  # What bounds the run, for the sweep: how busy the host's CPUs were, the
+  # target server's CPU seconds, and how the applier grouped and scheduled.
+  echo "$(awk -v a="$h0" -v b="$h1" 'BEGIN { split(a, x); split(b, y); printf "%.0f", 100 * (y[1] - x[1]) / (y[2] - x[2]) }') \
+$(awk -v a="$g0" -v b="$g1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (b - a) / hz }') \
+$(field commits) $(field conflicts) $(field max_in_flight)" >"$WORK/extra"
   kill -TERM "$SLUICE_PID"; wait "$SLUICE_PID" || true; SLUICE_PID=""
   cpu=$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }')
   echo "$(secs "$t0" "$t1") $events $cpu $rss"
@@ -308,13 +326,18 @@ if part sweep; then
 echo "== worker-count sweep (oltp_write_only, $SWEEP_BACKLOG transactions each)"
 {
 echo
-echo "| workers | txns | time (s) | txn/s | events/s | CPU (s) | peak RSS (MB) |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "Host busy: both CPUs' busy share over the run (/proc/stat). Groups: target transactions; waited: groups"
+echo "whose writeset overlapped two workers' uncommitted groups; most in flight: the most groups executing or"
+echo "waiting to commit at once (sluice status, apply)."
+echo
+echo "| workers | txns | time (s) | txn/s | events/s | CPU (s) | peak RSS (MB) | host busy | target server CPU (s) | groups | waited | most in flight |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } | tee -a "$OUT"
 for w in $SWEEP; do
   backlog oltp_write_only "$SWEEP_BACKLOG"
   read -r ts ev cpu rss < <(sluice_run "$w" "$DST_PORT")
-  echo "| $w | $SWEEP_BACKLOG | $ts | $(rate "$SWEEP_BACKLOG" "$ts") | $(rate "$ev" "$ts") | $cpu | $rss |" | tee -a "$OUT"
+  read -r busy tcpu groups waited inflight <"$WORK/extra"
+  echo "| $w | $SWEEP_BACKLOG | $ts | $(rate "$SWEEP_BACKLOG" "$ts") | $(rate "$ev" "$ts") | $cpu | $rss | $busy % | $tcpu | $groups | $waited | $inflight |" | tee -a "$OUT"
 done
 fi
 echo

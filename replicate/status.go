@@ -85,6 +85,9 @@ type Status struct {
 	// sluice skip and sluice replace took out of this run's stream.
 	Skipped  uint64 `json:"skipped,omitempty"`
 	Replaced uint64 `json:"replaced,omitempty"`
+	// Apply is how the current applier groups and schedules: what bounds
+	// its parallelism (replication benchmark, docs/manual/apply.md).
+	Apply *ApplyStatus `json:"apply,omitempty"`
 	// RelayBytes is the size of the relay log's files on disk.
 	RelayBytes int64 `json:"relay_bytes"`
 	// Copy is the full copy's progress while migrate copies.
@@ -269,3 +272,21 @@ func (m *metrics) serve(addr string) (string, error) {
 }
 
 func (m *metrics) close() { m.http.Close() }
+
+// ApplyStatus is the current applier's grouping and scheduling since it
+// started: Commits target transactions for Txns source transactions
+// (status), of which Compacted were applied as net row changes; Conflicts
+// groups waited because their writeset overlapped the uncommitted groups of
+// two workers; MaxInFlight is the most groups that were executing or waiting
+// to commit at once, which is how much parallelism the writesets allowed;
+// GroupLimit is the current group size; LockYields counts groups rolled back
+// to let an earlier group have a lock.
+type ApplyStatus struct {
+	Commits     uint64 `json:"commits"`
+	Compacted   uint64 `json:"compacted"`
+	Conflicts   uint64 `json:"conflicts"`
+	InFlight    int    `json:"in_flight"`
+	MaxInFlight int    `json:"max_in_flight"`
+	GroupLimit  int    `json:"group_limit"`
+	LockYields  uint64 `json:"lock_yields"`
+}

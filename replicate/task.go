@@ -635,6 +635,8 @@ func (t *Task) Status() Status {
 		s.Rows += as.Rows
 		s.DDL += as.DDL
 		s.MissingRows += as.MissingRows
+		s.Apply = &ApplyStatus{Commits: as.Commits, Compacted: as.Compacted, Conflicts: as.Conflicts, InFlight: as.InFlight,
+			MaxInFlight: as.MaxInFlight, GroupLimit: as.GroupLimit, LockYields: as.LockYields}
 	}
 	if t.rlog != nil {
 		if t.handles != nil {

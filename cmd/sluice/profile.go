@@ -3,19 +3,36 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 )
 
 // startProfile writes a CPU profile of the whole run to the file named by
-// SLUICE_CPUPROFILE, for benchmarks ("profile it and write down what bounds
-// it"); "%p" in the name becomes the process id, so a script that runs
-// sluice several times keeps every profile. go tool pprof bin/sluice FILE
-// reads it. The returned function ends the profile; it must run before the
-// process exits.
+// SLUICE_CPUPROFILE, and an allocation profile at the end of the run to the
+// file named by SLUICE_MEMPROFILE, for benchmarks ("profile it and write
+// down what bounds it"); "%p" in a name becomes the process id, so a script
+// that runs sluice several times keeps every profile. go tool pprof
+// bin/sluice FILE reads them (-sample_index=alloc_space for what a run
+// allocated, which is what costs the garbage collector). The returned
+// function ends the profiles; it must run before the process exits.
 func startProfile() func() {
-	path := strings.ReplaceAll(os.Getenv("SLUICE_CPUPROFILE"), "%p", strconv.Itoa(os.Getpid()))
+	stopCPU := startCPUProfile(profilePath("SLUICE_CPUPROFILE"))
+	mem := profilePath("SLUICE_MEMPROFILE")
+	return func() {
+		stopCPU()
+		if mem != "" {
+			writeMemProfile(mem)
+		}
+	}
+}
+
+func profilePath(env string) string {
+	return strings.ReplaceAll(os.Getenv(env), "%p", strconv.Itoa(os.Getpid()))
+}
+
+func startCPUProfile(path string) func() {
 	if path == "" {
 		return func() {}
 	}
@@ -32,5 +49,18 @@ func startProfile() func() {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+	}
+}
+
+func writeMemProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluice: SLUICE_MEMPROFILE:", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC() // the in-use figures then show what is live, not what awaits collection
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice: SLUICE_MEMPROFILE:", err)
 	}
 }
