@@ -146,9 +146,6 @@ rates() { local n=$1 out="" t; shift; for t in "$@"; do out="$out${out:+, }$(rat
 native() {
   local port=$1 want t0
   want=$(src_gtid)
-  local tpid h0 h1 g0 g1
-  tpid=$(cat "$(sql "$dst" "SELECT @@pid_file")")
-  h0=$(host_ticks); g0=$(pid_ticks "$tpid")
   t0=$(now)
   sql "$port" "START SLAVE"
   until [ "$(sql "$port" "SELECT @@gtid_slave_pos")" = "$want" ]; do
