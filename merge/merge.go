@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-db/sluice"
 )
@@ -50,13 +51,14 @@ type Merger struct {
 	spillBuf    []byte // reused to read back spilled events
 
 	spills atomic.Uint64 // transactions spilled to disk
+	total  counters      // the merged stream (metrics.go)
+	delay  prometheus.Histogram
 
 	fmtMu sync.Mutex
 	first *format // the first source format seen: the others must agree
 
 	mu      sync.Mutex
 	st      state // GTID state of what is written
-	txns    uint64
 	ckpt    map[string]sluice.Position // the last checkpoint written
 	waiting string                     // the source the merge waits for, "" when none
 	since   time.Time
@@ -81,6 +83,8 @@ type feed struct {
 	// mem is what the source's waiting transactions (queued, or at the
 	// head) hold in memory; spill.go keeps it at most SpillAbove.
 	mem atomic.Int64
+	// stats is its part of the merged stream (metrics.go).
+	stats feedStats
 
 	// Merge loop state.
 	head  *txn
@@ -109,7 +113,7 @@ func New(cfg Config, srcs []Source, out Output) (*Merger, error) {
 	if len(srcs) == 0 {
 		return nil, errors.New("merge: no sources")
 	}
-	m := &Merger{cfg: cfg, out: out, st: state{}}
+	m := &Merger{cfg: cfg, out: out, st: state{}, delay: newDelay()}
 	names, domains := map[string]bool{}, map[uint32]bool{}
 	for i, s := range srcs {
 		if s.Name == "" || names[s.Name] || domains[s.DomainID] || s.Open == nil || s.Heard == nil {
@@ -331,6 +335,7 @@ func (m *Merger) pick() *feed {
 				}
 				if hp.File != "" && p.Compare(hp) >= 0 {
 					f.wm = max(f.wm, uint32(at.Unix()))
+					f.stats.advance(f.wm)
 				}
 			}
 		}
@@ -423,6 +428,9 @@ func (m *Merger) emit(f *feed) error {
 			return err
 		}
 		m.size += int64(len(ev))
+		f.stats.events.Add(1)
+		f.stats.bytes.Add(uint64(len(ev)))
+		m.wrote(ev)
 		return nil
 	})
 	if err != nil {
@@ -433,8 +441,11 @@ func (m *Merger) emit(f *feed) error {
 	m.dirty, m.ckDirty = true, true
 	m.mu.Lock()
 	m.st[f.src.DomainID] = gtid{ServerID: sid, Seq: t.seq}
-	m.txns++
 	m.mu.Unlock()
+	f.stats.txns.Add(1)
+	f.stats.advance(t.ts)
+	m.total.txns.Add(1)
+	m.delay.Observe(max(0, time.Since(time.Unix(int64(t.ts), 0)).Seconds()))
 	return nil
 }
 
@@ -451,6 +462,7 @@ func (m *Merger) rotate(ts uint32, fm *format) error {
 		if err := m.out.Write(ev); err != nil {
 			return err
 		}
+		m.wrote(ev)
 	}
 	if err := m.out.Write(ArtificialRotate(next, 4, m.cfg.ServerID)); err != nil {
 		return err
@@ -474,6 +486,7 @@ func (m *Merger) rotate(ts uint32, fm *format) error {
 			return err
 		}
 		m.size += int64(len(ev))
+		m.wrote(ev)
 	}
 	m.tables, m.nextTable = map[tableKey]uint64{}, 0
 	m.dirty = true
@@ -511,8 +524,11 @@ func (m *Merger) GTID() string {
 type Status struct {
 	// GTID is the merged binlog's GTID position.
 	GTID string `json:"gtid"`
-	// Transactions merged by this process.
+	// Transactions merged by this process, and the events and bytes
+	// written to the merged binlog (the merge's own events included).
 	Transactions uint64 `json:"transactions"`
+	Events       uint64 `json:"events"`
+	Bytes        uint64 `json:"bytes"`
 	// Waiting names the source the merge waits for ("" when it does not
 	// wait): it has nothing to merge and has not been heard from since
 	// the oldest transaction waiting elsewhere was committed.
@@ -523,15 +539,29 @@ type Status struct {
 	// they waited (larger than SpillAbove, or beyond it with the others
 	// waiting from their source).
 	Spilled uint64 `json:"spilled,omitempty"`
+	// Sources are each source's part, in the order of the sources.
+	Sources []SourceStatus `json:"sources"`
 }
 
 // Status returns the merge's progress.
 func (m *Merger) Status() Status {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := Status{GTID: m.st.String(), Transactions: m.txns, Waiting: m.waiting, Spilled: m.spills.Load()}
+	s := Status{GTID: m.st.String(), Waiting: m.waiting, Spilled: m.spills.Load()}
 	if m.waiting != "" {
 		s.WaitingSince = m.since
 	}
+	m.mu.Unlock()
+	s.Transactions, s.Events, s.Bytes = m.total.txns.Load(), m.total.events.Load(), m.total.bytes.Load()
+	now := time.Now()
+	for _, f := range m.feeds {
+		s.Sources = append(s.Sources, SourceStatus{Name: f.src.Name, Transactions: f.stats.txns.Load(), Events: f.stats.events.Load(),
+			Bytes: f.stats.bytes.Load(), LagSeconds: f.stats.lag(now)})
+	}
 	return s
+}
+
+// wrote counts an event of the merged binlog.
+func (m *Merger) wrote(ev []byte) {
+	m.total.events.Add(1)
+	m.total.bytes.Add(uint64(len(ev)))
 }

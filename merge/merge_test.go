@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
@@ -364,6 +365,12 @@ func TestSilentSourceHoldsBack(t *testing.T) {
 	if st := m.Status(); st.Transactions != 0 || st.WaitingSince.IsZero() {
 		t.Fatalf("merged while a source is silent: %+v", st)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collectors()...)
+	if got := gather(t, reg); got[`sluice_merge_source_holding_back{source="b"}`] != 1 || got[`sluice_merge_source_holding_back{source="a"}`] != 0 ||
+		got[`sluice_merge_source_transactions_total{source="a"}`] != 0 {
+		t.Fatalf("metrics while b holds the merge back: %v", got)
+	}
 	heardB.Store(true)
 	want := fmt.Sprintf("1-%d-%d", a.serverID, len(a.txns))
 	for m.GTID() != want {
@@ -375,4 +382,79 @@ func TestSilentSourceHoldsBack(t *testing.T) {
 	if st := m.Status(); st.Waiting != "" {
 		t.Fatalf("still waiting: %+v", st)
 	}
+	// The metrics count what a wrote, re-encoded with a CRC32 trailer;
+	// b merged nothing. The merged stream's totals are a's plus the
+	// merge's own events (at least a format description, Gtid_list and
+	// Binlog_checkpoint).
+	var events, bytes float64
+	for _, tx := range a.txns {
+		for _, e := range a.events[tx.first : tx.last+1] {
+			events++
+			bytes += float64(len(e.Data))
+			if !a.crc {
+				bytes += 4
+			}
+		}
+	}
+	got := gather(t, reg)
+	for k, v := range map[string]float64{
+		`sluice_merge_source_transactions_total{source="a"}`: float64(len(a.txns)),
+		`sluice_merge_source_events_total{source="a"}`:       events,
+		`sluice_merge_source_bytes_total{source="a"}`:        bytes,
+		`sluice_merge_source_transactions_total{source="b"}`: 0,
+		`sluice_merge_source_events_total{source="b"}`:       0,
+		`sluice_merge_source_holding_back{source="b"}`:       0,
+		`sluice_merge_transactions_total`:                    float64(len(a.txns)),
+		`sluice_merge_delay_seconds_count`:                   float64(len(a.txns)),
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if got[`sluice_merge_events_total`] < events+3 || got[`sluice_merge_bytes_total`] <= bytes {
+		t.Errorf("merged stream: %v events, %v bytes; a alone wrote %v, %v", got[`sluice_merge_events_total`], got[`sluice_merge_bytes_total`], events, bytes)
+	}
+	// Both sources were last heard from "in 2096" (nothing more will
+	// come): their watermarks are there, and neither lags.
+	for _, src := range []string{"a", "b"} {
+		if w, l := got[`sluice_merge_source_watermark_timestamp_seconds{source="`+src+`"}`], got[`sluice_merge_source_lag_seconds{source="`+src+`"}`]; w != 4_000_000_000 || l != 0 {
+			t.Errorf("source %s: watermark %v, lag %v s", src, w, l)
+		}
+	}
+	st := m.Status()
+	if len(st.Sources) != 2 || st.Sources[0].Transactions != uint64(len(a.txns)) || float64(st.Sources[0].Bytes) != bytes || st.Sources[1].Transactions != 0 {
+		t.Errorf("status: %+v", st)
+	}
+}
+
+// gather reads a registry as name{label="value",...} -> value (a
+// histogram as its _count).
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			k := mf.GetName()
+			if len(ls) > 0 {
+				k += "{" + strings.Join(ls, ",") + "}"
+			}
+			switch {
+			case m.Counter != nil:
+				out[k] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[k] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[mf.GetName()+"_count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
 }
