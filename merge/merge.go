@@ -58,7 +58,7 @@ type Merger struct {
 	first *format // the first source format seen: the others must agree
 
 	mu      sync.Mutex
-	st      state // GTID state of what is written
+	st      state                      // GTID state of what is written
 	ckpt    map[string]sluice.Position // the last checkpoint written
 	waiting string                     // the source the merge waits for, "" when none
 	since   time.Time
