@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -199,7 +200,11 @@ func (w *Worker) runOnce(ctx context.Context, k *keeper, cfg *task.Config, clust
 // runWhileOwner runs the task until ctx ends, it fails, the lease may be lost
 // or check (every StatusEvery) fails; it publishes the task's status.
 func (w *Worker) runWhileOwner(ctx context.Context, k *keeper, cfg *task.Config, token int64, pub func(Published), checks ...func(context.Context) error) error {
-	r, err := w.cfg.Start(cfg, w.log)
+	var reg prometheus.Registerer
+	if w.cfg.MetricsAddr != "" {
+		reg = w.met.wrapped
+	}
+	r, err := w.cfg.Start(cfg, w.log, reg)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -27,7 +28,12 @@ type Runnable interface {
 }
 
 // StartFunc makes a run of a task from its file (cmd/ wires replicate).
-type StartFunc func(cfg *task.Config, log io.Writer) (Runnable, error)
+// reg, when not nil, takes the run's Prometheus metrics: the worker's
+// registry, labelled worker="W". The run must label its metrics by task
+// and take them out of reg when Run returns (the next run of the task
+// registers them again); nil means the worker serves no metrics, and the
+// run may serve its own.
+type StartFunc func(cfg *task.Config, log io.Writer, reg prometheus.Registerer) (Runnable, error)
 
 // WorkerConfig configures a worker.
 type WorkerConfig struct {
@@ -41,8 +47,12 @@ type WorkerConfig struct {
 	StatusEvery time.Duration
 	// Retry bounds the wait before a failed task is run again.
 	RetryMin, RetryMax time.Duration
-	// MetricsAddr serves the worker's Prometheus metrics ("" disables).
+	// MetricsAddr serves the worker's Prometheus metrics, its tasks'
+	// included ("" disables).
 	MetricsAddr string
+	// ProcessCollectors are registered once with the worker's metrics
+	// (the Go runtime's, the process's, the build's).
+	ProcessCollectors []prometheus.Collector
 }
 
 // DefaultWorkerConfig returns a worker config with the default timings.
@@ -91,7 +101,7 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	return &Worker{cfg: cfg, store: s, log: cfg.Log, met: newMetrics(cfg.Name)}, nil
+	return &Worker{cfg: cfg, store: s, log: cfg.Log, met: newMetrics(cfg.Name, cfg.ProcessCollectors)}, nil
 }
 
 // Close closes the etcd client.

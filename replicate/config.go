@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/apply"
 	"github.com/sluice-db/sluice/binlog"
@@ -42,6 +44,12 @@ type Config struct {
 
 	// MetricsAddr serves Prometheus metrics ("" disables).
 	MetricsAddr string
+	// Registerer, when set, takes the task's metrics instead of a
+	// registry of its own, and MetricsAddr is not served: a cluster worker
+	// sets it to its registry, wrapped with worker="W", so that every
+	// task it runs shows on its endpoint. The task takes its metrics out
+	// when Run returns.
+	Registerer prometheus.Registerer
 	// StatusEvery is how often status.json and the metrics are refreshed.
 	StatusEvery time.Duration
 	// RetryMin/RetryMax bound the wait before the applying side restarts from

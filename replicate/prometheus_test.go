@@ -90,7 +90,7 @@ func TestPrometheusScrapesTheDashboard(t *testing.T) {
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
-	vars := strings.NewReplacer(`"$task"`, `".*"`)
+	vars := strings.NewReplacer(`"$task"`, `".*"`, `"$worker"`, `".*"`)
 	// Queries of rates need two scrapes; the workload keeps the counters
 	// moving. Poll until each query has data, bounded against a hang only.
 	for _, p := range dash.Panels {

@@ -60,7 +60,10 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tk := &Task{cfg: rc, log: out, stage: StageRunning, started: time.Now(), rlog: rlog}
-	m := newMetrics(rc.Name)
+	m, err := newMetrics(rc.Name, nil)
+	if err != nil {
+		return err
+	}
 	if rc.MetricsAddr != "" {
 		addr, err := m.serve(rc.MetricsAddr)
 		if err != nil {

@@ -158,8 +158,17 @@ func fileSeq(name string) float64 {
 // counters named _total (rates are the query's business: rate()), times
 // are in seconds, and the Go runtime's and the process's own collectors
 // come along, with sluice_build_info.
+//
+// A task of its own process has its own registry, served on its
+// metrics-addr. A task that a cluster worker runs registers into the
+// worker's registerer instead (Config.Registerer: labelled worker="W",
+// served on the worker's --metrics-addr, which has the process
+// collectors), and takes its collectors out again when it stops, so that
+// the next run of the task, or another task, registers without a clash.
 type metrics struct {
-	reg       *prometheus.Registry
+	reg       prometheus.Registerer
+	own       *prometheus.Registry // nil under a worker
+	added     []added
 	file, pos *prometheus.GaugeVec
 	lag       prometheus.Gauge
 	stage     *prometheus.GaugeVec
@@ -170,10 +179,22 @@ type metrics struct {
 	http      *metricshttp.Server
 }
 
-func newMetrics(task string) *metrics {
+// ProcessCollectors are the collectors one process registers once: the
+// Go runtime's, the process's, and sluice_build_info.
+func ProcessCollectors() []prometheus.Collector {
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Name: "build_info",
+		Help: "1; its labels say which sluice runs", ConstLabels: prometheus.Labels{"version": sluice.Version, "commit": sluice.Commit, "goversion": runtime.Version()}})
+	build.Set(1)
+	return []prometheus.Collector{build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+}
+
+// newMetrics makes a task's metrics, in a registry of their own when into
+// is nil. Under a registerer a clash (the same task registered twice) is
+// an error, not a panic: the worker's other tasks go on.
+func newMetrics(task string, into prometheus.Registerer) (*metrics, error) {
 	labels := prometheus.Labels{"task": task}
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg: into,
 		file: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "replication", Name: "binlog_file_seq",
 			Help: "binlog file sequence number (the suffix of mysql-bin.NNNNNN) of a position", ConstLabels: labels}, []string{"position"}),
 		pos: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "replication", Name: "binlog_offset",
@@ -198,10 +219,12 @@ func newMetrics(task string) *metrics {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: subsystem, Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return v(m.last.Load()) })
 	}
-	build := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Name: "build_info",
-		Help: "1; its labels say which sluice runs", ConstLabels: prometheus.Labels{"version": sluice.Version, "commit": sluice.Commit, "goversion": runtime.Version()}})
-	build.Set(1)
-	m.reg.MustRegister(m.file, m.pos, m.lag, m.stage, m.relay, m.disk, m.errors, build,
+	if into == nil {
+		m.own = prometheus.NewRegistry()
+		m.reg = m.own
+		m.own.MustRegister(ProcessCollectors()...)
+	}
+	err := m.register(m.file, m.pos, m.lag, m.stage, m.relay, m.disk, m.errors,
 		counter("replication", "events_total", "binlog events decoded since the task started", func(s *Status) float64 { return float64(s.Events) }),
 		counter("replication", "transactions_total", "source transactions applied since the task started", func(s *Status) float64 { return float64(s.Txns) }),
 		counter("replication", "rows_total", "row changes applied since the task started", func(s *Status) float64 { return float64(s.Rows) }),
@@ -211,9 +234,42 @@ func newMetrics(task string) *metrics {
 		counter("replication", "reconnects_total", "reconnections to the source since the task started", func(s *Status) float64 { return float64(s.Reconnects) }),
 		counter("apply", "restarts_total", "applier restarts from its checkpoint after a transient error", func(s *Status) float64 { return float64(s.Restarts) }),
 		counter("apply", "missing_rows_total", "row changes (UPDATE, DELETE) skipped because their row was not on the target (incremental.on-missing-row: skip)",
-			func(s *Status) float64 { return float64(s.MissingRows) }),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+			func(s *Status) float64 { return float64(s.MissingRows) }))
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+type added struct {
+	r prometheus.Registerer
+	c prometheus.Collector
+}
+
+// register adds the task's collectors, to be taken out by close; on a
+// clash it takes out what it added.
+func (m *metrics) register(cs ...prometheus.Collector) error {
+	return m.registerWith(m.reg, cs...)
+}
+
+// registerWith registers through r (m.reg wrapped with more labels), so
+// that Unregister goes through r too.
+func (m *metrics) registerWith(r prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			m.unregister()
+			return fmt.Errorf("register the task's metrics: %v (is the task running twice in this process?)", err)
+		}
+		m.added = append(m.added, added{r, c})
+	}
+	return nil
+}
+
+func (m *metrics) unregister() {
+	for _, a := range m.added {
+		a.r.Unregister(a.c)
+	}
+	m.added = nil
 }
 
 func (m *metrics) update(s Status) {
@@ -263,7 +319,10 @@ func errorClass(err error) string {
 
 // serve starts the HTTP endpoint; it returns the bound address.
 func (m *metrics) serve(addr string) (string, error) {
-	srv, err := metricshttp.Serve(m.reg, addr, "serve metrics", "set incremental.metrics-addr to a free loopback address such as 127.0.0.1:9358, or 127.0.0.1:0 for any port")
+	if m.own == nil {
+		return "", nil // the worker serves them
+	}
+	srv, err := metricshttp.Serve(m.own, addr, "serve metrics", "set incremental.metrics-addr to a free loopback address such as 127.0.0.1:9358, or 127.0.0.1:0 for any port")
 	if err != nil {
 		return "", err
 	}
@@ -271,7 +330,14 @@ func (m *metrics) serve(addr string) (string, error) {
 	return srv.Addr, nil
 }
 
-func (m *metrics) close() { m.http.Close() }
+// close stops serving and takes the collectors out of a worker's
+// registerer.
+func (m *metrics) close() {
+	m.http.Close()
+	if m.own == nil {
+		m.unregister()
+	}
+}
 
 // ApplyStatus is the current applier's grouping and scheduling since it
 // started: Commits target transactions for Txns source transactions

@@ -186,21 +186,28 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 	t.rlog = rlog
 	t.mu.Unlock()
 
-	m := newMetrics(t.cfg.Name)
+	m, err := newMetrics(t.cfg.Name, t.cfg.Registerer)
+	if err != nil {
+		return err
+	}
+	defer m.close()
 	t.mu.Lock()
 	t.met = m
 	t.mu.Unlock()
-	if t.cfg.MetricsAddr != "" {
+	metOn := "the worker's endpoint"
+	if t.cfg.MetricsAddr != "" && t.cfg.Registerer == nil {
 		addr, err := m.serve(t.cfg.MetricsAddr)
 		if err != nil {
 			return err
 		}
-		defer m.close()
 		t.mu.Lock()
 		t.metAddr = addr
 		t.mu.Unlock()
+		metOn = addr
+	} else if t.cfg.Registerer == nil {
+		metOn = "none"
 	}
-	t.logf("source %s (%s), target %s, from %s; relay in %s; metrics on %s", t.cfg.Source, flavor, t.cfg.Target, pos, t.cfg.Relay.Dir, t.metAddr)
+	t.logf("source %s (%s), target %s, from %s; relay in %s; metrics on %s", t.cfg.Source, flavor, t.cfg.Target, pos, t.cfg.Relay.Dir, metOn)
 	if t.cfg.Serve != nil {
 		// The applier's checkpoint and the readers of the dumps both hold
 		// relay files (relay.Log.Purge), so serving needs no purge of its own.
@@ -740,7 +747,11 @@ func (t *Task) statusLoop(ctx context.Context, m *metrics) {
 // and adds its metrics to the task's.
 func (t *Task) serving(srv *serve.Server, addr string, m *metrics) {
 	if srv != nil && m != nil {
-		prometheus.WrapRegistererWith(prometheus.Labels{"task": t.cfg.Name}, m.reg).MustRegister(srv.Collectors()...)
+		// The service's collectors carry no task label of their own; a
+		// clash cannot happen after newMetrics registered the task's.
+		if err := m.registerWith(prometheus.WrapRegistererWith(prometheus.Labels{"task": t.cfg.Name}, m.reg), srv.Collectors()...); err != nil {
+			t.logf("binlog service metrics: %v", err)
+		}
 	}
 	t.mu.Lock()
 	t.srv, t.srvAddr = srv, addr

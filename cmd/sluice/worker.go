@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-db/sluice"
@@ -83,6 +84,7 @@ them over at once.`,
 			wc.Log = c.OutOrStdout()
 			wc.Start = startReplication
 			wc.MetricsAddr = metricsAddr
+			wc.ProcessCollectors = replicate.ProcessCollectors()
 			if err := wc.Validate(); err != nil {
 				return err
 			}
@@ -116,7 +118,7 @@ func (r sinkReplication) Run(ctx context.Context) error { return r.t.Run(ctx, ni
 func (r sinkReplication) Status() any                   { return r.t.Status() }
 func (r sinkReplication) LagSeconds() float64           { return r.t.Status().LagSeconds }
 
-func startReplication(cfg *task.Config, log io.Writer) (cluster.Runnable, error) {
+func startReplication(cfg *task.Config, log io.Writer, reg prometheus.Registerer) (cluster.Runnable, error) {
 	if cfg.HasSink() {
 		// Changes only, from the checkpoint in Kafka (or the task file's
 		// start): a worker never takes a snapshot.
@@ -134,6 +136,11 @@ func startReplication(cfg *task.Config, log io.Writer) (cluster.Runnable, error)
 	if err != nil {
 		return nil, err
 	}
+	// Under a worker that serves metrics, the task's go on the worker's
+	// endpoint (labelled worker and task), not on its metrics-addr: a
+	// task that moves to another worker on the same host must not find
+	// its port taken.
+	rc.Registerer = reg
 	t, err := replicate.New(rc, log)
 	if err != nil {
 		return nil, err
