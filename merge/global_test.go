@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -161,6 +164,11 @@ func TestGlobalBinlogOfThreeShards(t *testing.T) {
 	if st.Merge.Waiting != "shard2" {
 		t.Fatalf("status while shard2 is down: %+v", st.Merge)
 	}
+	metricsURL := "http://" + st.MetricsAddr + "/metrics"
+	if m := scrapeMetrics(t, metricsURL); m.get("sluice_merge_source_holding_back", "shard2") != 1 || m.get("sluice_merge_source_holding_back", "shard1") != 0 ||
+		m.get("sluice_merge_source_holding_back_seconds", "shard2") <= 0 {
+		t.Fatalf("metrics while shard2 is down do not name it as holding the merge back:\n%s", m.text)
+	}
 	paused[0].Store(true)
 	sandboxtest.MustExec(t, dbs[0], "INSERT INTO sh1.t (k, v) VALUES (-1, 'while shard2 is down')")
 	marker := seqs(t, mapped(t, dbs[0], 1))[1]
@@ -197,6 +205,59 @@ func TestGlobalBinlogOfThreeShards(t *testing.T) {
 		}
 		return sameSet(got, wantPos)
 	})
+	// The metrics count, per source, exactly the transactions written:
+	// with the merge idle, each shard commits a known number more.
+	before := scrapeMetrics(t, metricsURL)
+	wantSeq := map[uint32]uint64{}
+	for i, db := range dbs {
+		for n := 0; n < 3+2*i; n++ {
+			sandboxtest.MustExec(t, db, fmt.Sprintf("INSERT INTO sh%d.t (k, v) VALUES (%d, 'counted')", i+1, -100-n))
+		}
+		wantSeq[uint32(i+1)] = seqs(t, mapped(t, db, i+1))[uint32(i+1)]
+	}
+	waitFor(t, out, "the counted transactions merged", func() bool {
+		got := merged()
+		for d, q := range wantSeq {
+			if got[d] < q {
+				return false
+			}
+		}
+		return true
+	})
+	after := scrapeMetrics(t, metricsURL)
+	for i := range dbs {
+		src := fmt.Sprintf("shard%d", i+1)
+		d := func(name string) float64 { return after.get(name, src) - before.get(name, src) }
+		if got := d("sluice_merge_source_transactions_total"); got != float64(3+2*i) {
+			t.Errorf("%s: %v transactions counted, %d written", src, got, 3+2*i)
+		}
+		// Each is at least a GTID event, a table map, a rows event, an XID.
+		if ev, by := d("sluice_merge_source_events_total"), d("sluice_merge_source_bytes_total"); ev < float64(4*(3+2*i)) || by < 40*ev {
+			t.Errorf("%s: %v events, %v bytes counted for %d transactions", src, ev, by, 3+2*i)
+		}
+		if after.get("sluice_merge_source_holding_back", src) != 0 || after.get("sluice_merge_source_lag_seconds", src) > 30 {
+			t.Errorf("%s idle and heard from: %s", src, after.text)
+		}
+	}
+	if got := after.get("sluice_merge_transactions_total", "") - before.get("sluice_merge_transactions_total", ""); got != 3+5+7 {
+		t.Errorf("merged stream: %v transactions counted, 15 written", got)
+	}
+	// The exposition passes promtool's lint, and every metric the global
+	// binlog's dashboard queries is in it (the replica's too: one reads).
+	check := exec.Command("promtool", "check", "metrics")
+	check.Stdin = strings.NewReader(after.text)
+	if b, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics (make deps installs promtool): %v\n%s", err, b)
+	}
+	dash, err := os.ReadFile(filepath.Join("..", "deploy", "grafana", "sluice-global-binlog.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range regexp.MustCompile(`sluice_[a-z_]+`).FindAllString(string(dash), -1) {
+		if !strings.Contains(after.text, name) {
+			t.Errorf("the global binlog's dashboard names %s, which is not exported", name)
+		}
+	}
 	for i, db := range dbs {
 		for _, tb := range []string{"t", "u"} {
 			q := fmt.Sprintf("CHECKSUM TABLE sh%d.%s", i+1, tb)
@@ -213,6 +274,43 @@ func TestGlobalBinlogOfThreeShards(t *testing.T) {
 		}
 	}
 	checkFiles(t, filepath.Join(dir, "state", "global"), startGTID, want)
+}
+
+// metricsText is a scrape of the service's metrics.
+type metricsText struct {
+	t    *testing.T
+	text string
+}
+
+func scrapeMetrics(t *testing.T, url string) metricsText {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return metricsText{t, string(b)}
+}
+
+// get is the value of the series name of source src ("" for a series
+// without a source label); a missing series fails the test.
+func (m metricsText) get(name, src string) float64 {
+	for _, l := range strings.Split(m.text, "\n") {
+		if !strings.HasPrefix(l, name+"{") || (src != "") != strings.Contains(l, `source="`) || src != "" && !strings.Contains(l, `source="`+src+`"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+		if err == nil {
+			return v
+		}
+	}
+	m.t.Helper()
+	m.t.Fatalf("no series %s of source %q in:\n%s", name, src, m.text)
+	return 0
 }
 
 // checkFiles reads every merged file with mariadb-binlog

@@ -13,10 +13,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/binlog"
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
+	"github.com/sluice-db/sluice/internal/metricshttp"
 	"github.com/sluice-db/sluice/merge"
 	"github.com/sluice-db/sluice/relay"
 	"github.com/sluice-db/sluice/serve"
@@ -33,6 +36,8 @@ type GlobalStatus struct {
 	Updated time.Time          `json:"updated"`
 	Merge   merge.Status       `json:"merge"`
 	Sources []GlobalSourceStat `json:"sources"`
+	// MetricsAddr serves the merge's and the service's Prometheus metrics.
+	MetricsAddr string `json:"metrics_addr,omitempty"`
 }
 
 // GlobalSourceStat is one source's part of GlobalStatus.
@@ -122,6 +127,21 @@ func RunGlobalServe(ctx context.Context, t *task.Config, out io.Writer, ready fu
 	if err != nil {
 		return err
 	}
+	// Per source and for the merged stream (merge), per replica (serve):
+	// the rates of their _total counters are the BPS, EPS and TPS.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(ProcessCollectors()...)
+	prometheus.WrapRegistererWith(prometheus.Labels{"task": t.Name}, reg).MustRegister(append(m.Collectors(), srv.Collectors()...)...)
+	metAddr := ""
+	if rc.MetricsAddr != "" {
+		ms, err := metricshttp.Serve(reg, rc.MetricsAddr, "serve metrics", "set incremental.metrics-addr to a free loopback address such as 127.0.0.1:9358, or 127.0.0.1:0 for any port")
+		if err != nil {
+			return err
+		}
+		defer ms.Close()
+		metAddr = ms.Addr
+		logf("metrics on http://%s/metrics", metAddr)
+	}
 	ln, err := net.Listen("tcp", t.Serve.Listen)
 	if err != nil {
 		return &sluice.Error{Op: "serve: listen on " + t.Serve.Listen, Err: err, Hint: "pick a free address for serve.listen"}
@@ -165,7 +185,7 @@ func RunGlobalServe(ctx context.Context, t *task.Config, out io.Writer, ready fu
 	purgeEvery, _ := time.ParseDuration(t.Serve.PurgeInterval) // checked by the task file
 	wg.Add(2)
 	go func() { defer wg.Done(); retainServed(rctx, glog, purgeEvery, logf) }()
-	go func() { defer wg.Done(); globalStatusLoop(rctx, t.Dir, m, srcs, logf) }()
+	go func() { defer wg.Done(); globalStatusLoop(rctx, t.Dir, metAddr, m, srcs, logf) }()
 	var ferr error
 	select {
 	case <-ctx.Done():
@@ -330,7 +350,7 @@ func newServer(t *task.Config, b serve.Binlog, out io.Writer) (*serve.Server, er
 // source's relay purge what the merged binlog durably holds, and logs
 // when the merge has been waiting for a source for a while (it is down,
 // or its relay lags) and when that ends.
-func globalStatusLoop(ctx context.Context, dir string, m *merge.Merger, srcs []*globalSource, logf func(string, ...any)) {
+func globalStatusLoop(ctx context.Context, dir, metAddr string, m *merge.Merger, srcs []*globalSource, logf func(string, ...any)) {
 	tk := time.NewTicker(time.Second)
 	defer tk.Stop()
 	logged := ""
@@ -342,7 +362,7 @@ func globalStatusLoop(ctx context.Context, dir string, m *merge.Merger, srcs []*
 		}
 		ms := m.Status()
 		ck := m.Checkpointed()
-		st := GlobalStatus{Updated: time.Now(), Merge: ms}
+		st := GlobalStatus{Updated: time.Now(), Merge: ms, MetricsAddr: metAddr}
 		for _, g := range srcs {
 			pos, at := g.heard()
 			done := ck[g.cfg.Name]
