@@ -189,24 +189,18 @@ func TestGlobalBinlogOfThreeShards(t *testing.T) {
 	time.Sleep(time.Second) // more load after the return
 	stop.Store(true)
 	wg.Wait()
-	want := make([]string, 3)
-	for i, db := range dbs {
-		want[i] = mapped(t, db, i+1)
-	}
-	wantPos := strings.Join(want, ",")
-	waitFor(t, out, "the replica at "+wantPos, func() bool {
-		var got string
-		if err := rdb.QueryRow("SELECT @@gtid_slave_pos").Scan(&got); err != nil {
-			t.Fatal(err)
-		}
-		st := slaveStatus(t, rdb)
-		if st["Last_IO_Error"] != "" || st["Last_SQL_Error"] != "" {
-			t.Fatalf("replica stopped: IO %q, SQL %q", st["Last_IO_Error"], st["Last_SQL_Error"])
-		}
-		return sameSet(got, wantPos)
-	})
 	// The metrics count, per source, exactly the transactions written:
-	// with the merge idle, each shard commits a known number more.
+	// with the load stopped and all of it merged, each shard commits a
+	// known number more.
+	waitFor(t, out, "the load merged", func() bool {
+		got := merged()
+		for i, db := range dbs {
+			if got[uint32(i+1)] < seqs(t, mapped(t, db, i+1))[uint32(i+1)] {
+				return false
+			}
+		}
+		return true
+	})
 	before := scrapeMetrics(t, metricsURL)
 	wantSeq := map[uint32]uint64{}
 	for i, db := range dbs {
@@ -258,6 +252,38 @@ func TestGlobalBinlogOfThreeShards(t *testing.T) {
 			t.Errorf("the global binlog's dashboard names %s, which is not exported", name)
 		}
 	}
+	// sluice status shows the same per source, and the replica.
+	status := exec.Command(bin, "status", "--config", taskFile)
+	status.Env = append(os.Environ(), "SERVE_TEST_PW="+pw)
+	so, err := status.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sluice status: %v\n%s", err, so)
+	}
+	for i := range dbs {
+		if !regexp.MustCompile(fmt.Sprintf(`(?m)^  source:\s+shard%d \(domain %d\): relay at .*, lag [0-9.]+ s; [0-9]+ txns/s, [0-9]+ events/s, [0-9.]+ MB/s; [0-9]+ transactions since start$`, i+1, i+1)).Match(so) {
+			t.Errorf("sluice status does not show shard%d's part:\n%s", i+1, so)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^  replica:\s+server_id \d+ from `).Match(so) || strings.Contains(string(so), "waiting:") {
+		t.Errorf("sluice status: no replica, or waiting:\n%s", so)
+	}
+	t.Logf("sluice status:\n%s", so)
+	want := make([]string, 3)
+	for i, db := range dbs {
+		want[i] = mapped(t, db, i+1)
+	}
+	wantPos := strings.Join(want, ",")
+	waitFor(t, out, "the replica at "+wantPos, func() bool {
+		var got string
+		if err := rdb.QueryRow("SELECT @@gtid_slave_pos").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		st := slaveStatus(t, rdb)
+		if st["Last_IO_Error"] != "" || st["Last_SQL_Error"] != "" {
+			t.Fatalf("replica stopped: IO %q, SQL %q", st["Last_IO_Error"], st["Last_SQL_Error"])
+		}
+		return sameSet(got, wantPos)
+	})
 	for i, db := range dbs {
 		for _, tb := range []string{"t", "u"} {
 			q := fmt.Sprintf("CHECKSUM TABLE sh%d.%s", i+1, tb)

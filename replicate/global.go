@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -36,8 +37,36 @@ type GlobalStatus struct {
 	Updated time.Time          `json:"updated"`
 	Merge   merge.Status       `json:"merge"`
 	Sources []GlobalSourceStat `json:"sources"`
+	// Rates of the merged stream over the last interval.
+	Rates Rates `json:"rates"`
+	// Serve is the binlog service: its address and each replica reading.
+	Serve *ServeStatus `json:"serve,omitempty"`
 	// MetricsAddr serves the merge's and the service's Prometheus metrics.
 	MetricsAddr string `json:"metrics_addr,omitempty"`
+}
+
+// Rates are per second, over the last status interval.
+type Rates struct {
+	Transactions float64 `json:"transactions_per_sec"`
+	Events       float64 `json:"events_per_sec"`
+	Bytes        float64 `json:"bytes_per_sec"`
+}
+
+// ReadGlobalStatus reads a global binlog's status file.
+func ReadGlobalStatus(dir string) (GlobalStatus, error) {
+	var s GlobalStatus
+	b, err := os.ReadFile(filepath.Join(dir, GlobalStatusFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return s, &sluice.Error{Op: "read global binlog status", Err: fmt.Errorf("%w: no %s in %s", sluice.ErrConfig, GlobalStatusFile, dir),
+			Hint: "the global binlog has not run yet; start it with sluice serve --config"}
+	}
+	if err != nil {
+		return s, fmt.Errorf("read global binlog status: %w", err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("read global binlog status %s: %w", filepath.Join(dir, GlobalStatusFile), err)
+	}
+	return s, nil
 }
 
 // GlobalSourceStat is one source's part of GlobalStatus.
@@ -47,6 +76,8 @@ type GlobalSourceStat struct {
 	Relay    sluice.Position `json:"relay"`
 	Heard    time.Time       `json:"heard"`
 	Merged   sluice.Position `json:"merged"`
+	// Its part of the merged stream (totals and lag: Merge.Sources).
+	Rates Rates `json:"rates"`
 }
 
 // globalSource is one source of the global binlog at run time.
@@ -185,7 +216,8 @@ func RunGlobalServe(ctx context.Context, t *task.Config, out io.Writer, ready fu
 	purgeEvery, _ := time.ParseDuration(t.Serve.PurgeInterval) // checked by the task file
 	wg.Add(2)
 	go func() { defer wg.Done(); retainServed(rctx, glog, purgeEvery, logf) }()
-	go func() { defer wg.Done(); globalStatusLoop(rctx, t.Dir, metAddr, m, srcs, logf) }()
+	sv := func() *ServeStatus { return &ServeStatus{Addr: ln.Addr().String(), Replicas: srv.Stats()} }
+	go func() { defer wg.Done(); globalStatusLoop(rctx, t.Dir, metAddr, sv, m, srcs, logf) }()
 	var ferr error
 	select {
 	case <-ctx.Done():
@@ -350,10 +382,14 @@ func newServer(t *task.Config, b serve.Binlog, out io.Writer) (*serve.Server, er
 // source's relay purge what the merged binlog durably holds, and logs
 // when the merge has been waiting for a source for a while (it is down,
 // or its relay lags) and when that ends.
-func globalStatusLoop(ctx context.Context, dir, metAddr string, m *merge.Merger, srcs []*globalSource, logf func(string, ...any)) {
+func globalStatusLoop(ctx context.Context, dir, metAddr string, sv func() *ServeStatus, m *merge.Merger, srcs []*globalSource, logf func(string, ...any)) {
 	tk := time.NewTicker(time.Second)
 	defer tk.Stop()
 	logged := ""
+	prev, prevAt := m.Status(), time.Now()
+	rates := func(txns, evs, bytes, txns0, evs0, bytes0 uint64, secs float64) Rates {
+		return Rates{Transactions: float64(txns-txns0) / secs, Events: float64(evs-evs0) / secs, Bytes: float64(bytes-bytes0) / secs}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -361,15 +397,23 @@ func globalStatusLoop(ctx context.Context, dir, metAddr string, m *merge.Merger,
 		case <-tk.C:
 		}
 		ms := m.Status()
+		now := time.Now()
+		secs := max(now.Sub(prevAt).Seconds(), 1e-3)
 		ck := m.Checkpointed()
-		st := GlobalStatus{Updated: time.Now(), Merge: ms, MetricsAddr: metAddr}
-		for _, g := range srcs {
+		st := GlobalStatus{Updated: now, Merge: ms, MetricsAddr: metAddr, Serve: sv(),
+			Rates: rates(ms.Transactions, ms.Events, ms.Bytes, prev.Transactions, prev.Events, prev.Bytes, secs)}
+		for i, g := range srcs {
 			pos, at := g.heard()
 			done := ck[g.cfg.Name]
 			if done.File != "" {
 				g.log.SetApplied(done)
 			}
-			st.Sources = append(st.Sources, GlobalSourceStat{Name: g.cfg.Name, DomainID: *g.cfg.DomainID, Relay: g.log.End(), Heard: at, Merged: done})
+			gs := GlobalSourceStat{Name: g.cfg.Name, DomainID: *g.cfg.DomainID, Relay: g.log.End(), Heard: at, Merged: done}
+			if i < len(ms.Sources) && i < len(prev.Sources) {
+				a, b := ms.Sources[i], prev.Sources[i]
+				gs.Rates = rates(a.Transactions, a.Events, a.Bytes, b.Transactions, b.Events, b.Bytes, secs)
+			}
+			st.Sources = append(st.Sources, gs)
 			if ms.Waiting == g.cfg.Name && logged != g.cfg.Name && time.Since(ms.WaitingSince) > 3*time.Second {
 				heard := "nothing heard from it since sluice started"
 				if !at.IsZero() {
@@ -386,5 +430,6 @@ func globalStatusLoop(ctx context.Context, dir, metAddr string, m *merge.Merger,
 		if b, err := json.Marshal(st); err == nil {
 			_ = dumpfmt.WriteFileAtomic(dir, GlobalStatusFile, b)
 		}
+		prev, prevAt = ms, now
 	}
 }

@@ -43,6 +43,9 @@ task's metrics-addr.`,
 			if err != nil {
 				return err
 			}
+			if len(cfg.Sources) > 0 {
+				return globalStatus(c.OutOrStdout(), cfg.Dir, asJSON)
+			}
 			s, err := replicate.ReadStatus(cfg.Dir)
 			if err != nil {
 				return err
@@ -166,4 +169,47 @@ func taskFromFlag(op, config string) (*task.Config, error) {
 		return nil, &sluice.Error{Op: op, Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml"}
 	}
 	return task.Load(config)
+}
+
+// globalStatus prints a global binlog's status (sluice serve with
+// sources:): the merged stream, each source's part and lag, and each
+// replica reading it.
+func globalStatus(w io.Writer, dir string, asJSON bool) error {
+	s, err := replicate.ReadGlobalStatus(dir)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	row := func(k, v string) { fmt.Fprintf(w, "%-12s %s\n", k+":", v) }
+	m := s.Merge
+	row("merged", fmt.Sprintf("%s; %d transactions, %d events, %.1f MB since start", m.GTID, m.Transactions, m.Events, float64(m.Bytes)/1e6))
+	row("rates", fmt.Sprintf("%.0f txns/s, %.0f events/s, %.2f MB/s", s.Rates.Transactions, s.Rates.Events, s.Rates.Bytes/1e6))
+	if m.Waiting != "" {
+		row("waiting", fmt.Sprintf("for source %s since %s (nothing heard from it since the oldest waiting transaction was committed)", m.Waiting, m.WaitingSince.Local().Format(time.RFC3339)))
+	}
+	for i, src := range s.Sources {
+		line := fmt.Sprintf("%s (domain %d): relay at %s, merged up to %s", src.Name, src.DomainID, src.Relay, src.Merged)
+		if i < len(m.Sources) {
+			ms := m.Sources[i]
+			line += fmt.Sprintf(", lag %.1f s; %.0f txns/s, %.0f events/s, %.2f MB/s; %d transactions since start",
+				ms.LagSeconds, src.Rates.Transactions, src.Rates.Events, src.Rates.Bytes/1e6, ms.Transactions)
+		}
+		row("  source", line)
+	}
+	if sv := s.Serve; sv != nil {
+		row("serving", fmt.Sprintf("on %s, %d dumps in progress", sv.Addr, len(sv.Replicas)))
+		for _, r := range sv.Replicas {
+			row("  replica", fmt.Sprintf("server_id %d from %s at %s:%d, lag %.1f s, sent %d events, %d transactions, %.1f MB, DT p50 %.0f ms p99 %.0f ms",
+				r.ServerID, r.Addr, r.File, r.Pos, r.LagSeconds, r.Events, r.Txns, float64(r.Bytes)/1e6, r.DelayP50Ms, r.DelayP99Ms))
+		}
+	}
+	if s.MetricsAddr != "" {
+		row("metrics", "http://"+s.MetricsAddr+"/metrics")
+	}
+	row("updated", fmt.Sprintf("%s (%s ago)", s.Updated.Local().Format(time.RFC3339), time.Since(s.Updated).Round(time.Second)))
+	return nil
 }
