@@ -14,7 +14,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X github.com/sluice-db/sluice.Version=$(VERSION) -X github.com/sluice-db/sluice.Commit=$(COMMIT)
 
-.PHONY: all build deps test test-short lint difftest demo test-dtm-conformance test-debezium bench-full-import bench-replication bench-dtx bench-oltp bench-cdc clean
+.PHONY: all build deps test test-short lint difftest demo test-dtm-conformance test-debezium bench-full-import bench-replication bench-dtx bench-oltp bench-cdc bench-kafka clean
 
 all: build
 
@@ -112,6 +112,12 @@ bench-oltp: deps build
 
 bench-cdc: deps build
 	./bench/cdc.sh
+
+# bench-kafka: sluice's Kafka sink against Debezium's MariaDB connector under
+# Kafka Connect (jars from Maven Central), on the same sysbench backlog and
+# broker (docs/manual/bench.md). TXNS, ROUNDS, LIVE_SECS size it.
+bench-kafka: deps build
+	./bench/kafka.sh
 
 clean:
 	rm -rf bin

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 // catchupCmd reads a finished stretch of binlog (what the sysbench part
@@ -87,7 +89,7 @@ func catchupOne(ep endpoint, serverID uint32, from, to mysql.Position, pid int, 
 	c := newConsumer(ep, serverID, 0, 0)
 	c.from, c.until = &from, &to
 	cpu0 := procCPU(pid)
-	rss := startRSS(pid)
+	rss := procstat.StartPeakRSS(pid)
 	var wg sync.WaitGroup
 	ready := make(chan error, 1)
 	errc := make(chan error, 1)
@@ -99,24 +101,24 @@ func catchupOne(ep endpoint, serverID uint32, from, to mysql.Position, pid int, 
 	defer wg.Wait()
 	defer cancel()
 	if err := <-ready; err != nil {
-		rss.stop()
+		rss.Stop()
 		return record{}, err
 	}
 	select {
 	case <-c.done:
 	case err := <-errc:
-		rss.stop()
+		rss.Stop()
 		if err == nil {
 			err = errors.New("stream ended")
 		}
 		return record{}, fmt.Errorf("catch-up read of %s: %w", ep.Name, err)
 	case <-time.After(timeout):
-		rss.stop()
+		rss.Stop()
 		return record{}, fmt.Errorf("catch-up read of %s did not reach %s within %s", ep.Name, to, timeout)
 	}
 	rec := record{Part: "catchup", When: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
 	rec.SluiceCPU = procCPU(pid) - cpu0
-	rec.SluiceRSS = rss.stop()
+	rec.SluiceRSS = rss.Stop()
 	res := c.result(time.Now(), time.Time{})
 	rec.Consumers = []result{res}
 	rec.WindowSec = res.Secs

@@ -31,6 +31,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 type multi []string
@@ -150,7 +152,7 @@ func runCmd(args []string) error {
 	defer func() { cancel(); wg.Wait() }()
 
 	cpu0 := procCPU(*pid)
-	rss := startRSS(*pid)
+	rss := procstat.StartPeakRSS(*pid)
 	t0 := time.Now()
 	for _, c := range cs {
 		c.open(t0)
@@ -204,7 +206,7 @@ func runCmd(args []string) error {
 	}
 	end := time.Now()
 	rec.SluiceCPU = procCPU(*pid) - cpu0
-	rec.SluiceRSS = rss.stop()
+	rec.SluiceRSS = rss.Stop()
 	for _, c := range cs {
 		r := c.result(end, commitSent)
 		rec.Consumers = append(rec.Consumers, r)
