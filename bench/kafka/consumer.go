@@ -47,8 +47,11 @@ type tally struct {
 	Bytes       int64
 	First, Last time.Time
 	MarkSeen    bool
-	seen        map[string]struct{}
-	hist        *hdrhistogram.Histogram // µs
+	// HBSince (µs): only heartbeats inserted from then on (the load's
+	// start) go into the delay; earlier ones only show a peer is up.
+	HBSince int64
+	seen    map[string]struct{}
+	hist    *hdrhistogram.Histogram // µs
 }
 
 func newTally() *tally {
@@ -73,10 +76,8 @@ func (t *tally) add(topic string, key, value []byte, at time.Time) error {
 			if e.After.Mark != 0 {
 				t.MarkSeen = true
 			}
-			if d := at.UnixMicro() - e.After.Ts; d >= 1 {
-				_ = t.hist.RecordValue(d)
-			} else {
-				_ = t.hist.RecordValue(1)
+			if e.After.Ts >= t.HBSince {
+				_ = t.hist.RecordValue(max(at.UnixMicro()-e.After.Ts, 1))
 			}
 		}
 		return nil
@@ -246,6 +247,13 @@ func (c *consumer) run(ctx context.Context) error {
 			c.doneOnce.Do(func() { close(c.done) })
 		}
 	}
+}
+
+// delaySince makes the delay count only heartbeats inserted from ts on.
+func (c *consumer) delaySince(ts time.Time) {
+	c.mu.Lock()
+	c.t.HBSince = ts.UnixMicro()
+	c.mu.Unlock()
 }
 
 // setWant sets the number of events to wait for (the live part knows it

@@ -40,8 +40,11 @@ func TestTally(t *testing.T) {
 	if tl.Bytes != want {
 		t.Fatalf("bytes %d, want %d", tl.Bytes, want)
 	}
-	// Heartbeats: 10 ms and 30 ms late, then the marker.
+	// Heartbeats: one from before the load (not in the delay), then 10 ms
+	// and 30 ms late, then the marker.
 	at := t0.Add(10 * time.Second)
+	tl.HBSince = at.Add(-time.Second).UnixMicro()
+	must(tl.add("sk.bench.heartbeat", nil, []byte(`{"after":{"id":0,"ts":`+itoa64(at.Add(-5*time.Second).UnixMicro())+`,"mark":0},"source":{"file":"f","pos":1,"row":0}}`), at))
 	for i, late := range []time.Duration{10 * time.Millisecond, 30 * time.Millisecond} {
 		v := `{"after":{"id":` + itoa(i) + `,"ts":` + itoa64(at.Add(-late).UnixMicro()) + `,"mark":0},"source":{"file":"f","pos":1,"row":0}}`
 		must(tl.add("sk.bench.heartbeat", nil, []byte(v), at))
@@ -51,7 +54,7 @@ func TestTally(t *testing.T) {
 	}
 	must(tl.add("sk.bench.heartbeat", nil, []byte(`{"after":{"id":9,"ts":`+itoa64(at.UnixMicro())+`,"mark":1},"source":{"file":"f","pos":1,"row":0}}`), at))
 	p50, p99, n := tl.delay()
-	if n != 3 || !tl.MarkSeen || tl.Heartbeats != 3 || tl.Events != 3 {
+	if n != 3 || !tl.MarkSeen || tl.Heartbeats != 4 || tl.Events != 3 {
 		t.Fatalf("n %d mark %v heartbeats %d events %d", n, tl.MarkSeen, tl.Heartbeats, tl.Events)
 	}
 	if p50 < 9.9 || p50 > 10.1 || p99 < 29.9 || p99 > 30.1 {

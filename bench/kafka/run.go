@@ -211,6 +211,9 @@ func runCmd(args []string) error {
 				return err
 			}
 		}
+		for _, r := range runs {
+			r.c.delaySince(time.Now())
+		}
 		var err error
 		sourceTPS, err = runLoad(ctx, *load)
 		close(hbStop)
