@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +49,9 @@ type tally struct {
 	First, Last time.Time
 	MarkSeen    bool
 	// HBSince (µs): only heartbeats inserted from then on (the load's
-	// start) go into the delay; earlier ones only show a peer is up.
+	// start) go into the delay; earlier ones only show a peer is up. A
+	// live consumer starts with it at MaxInt64: a heartbeat that arrives
+	// before the load starts is never in the delay.
 	HBSince int64
 	seen    map[string]struct{}
 	hist    *hdrhistogram.Histogram // µs
@@ -209,7 +212,11 @@ func newConsumer(name string, brokers []string, offs map[string]map[int32]kgo.Of
 	if err != nil {
 		return nil, err
 	}
-	return &consumer{name: name, cl: cl, want: want, hb: hb, t: newTally(), done: make(chan struct{})}, nil
+	c := &consumer{name: name, cl: cl, want: want, hb: hb, t: newTally(), done: make(chan struct{})}
+	if hb {
+		c.t.HBSince = math.MaxInt64 // until delaySince
+	}
+	return c, nil
 }
 
 // run polls until ctx ends; done closes when the tally is complete.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,9 +41,13 @@ func TestTally(t *testing.T) {
 	if tl.Bytes != want {
 		t.Fatalf("bytes %d, want %d", tl.Bytes, want)
 	}
-	// Heartbeats: one from before the load (not in the delay), then 10 ms
-	// and 30 ms late, then the marker.
+	// Heartbeats: one that arrives before the load starts (HBSince still
+	// at its start value: not in the delay, though it is newer than the
+	// load's start will be), one from before the load that arrives during
+	// it (not in the delay), then 10 ms and 30 ms late, then the marker.
 	at := t0.Add(10 * time.Second)
+	tl.HBSince = math.MaxInt64
+	must(tl.add("sk.bench.heartbeat", nil, []byte(`{"after":{"id":0,"ts":`+itoa64(at.Add(-900*time.Millisecond).UnixMicro())+`,"mark":0},"source":{"file":"f","pos":1,"row":0}}`), at.Add(-800*time.Millisecond)))
 	tl.HBSince = at.Add(-time.Second).UnixMicro()
 	must(tl.add("sk.bench.heartbeat", nil, []byte(`{"after":{"id":0,"ts":`+itoa64(at.Add(-5*time.Second).UnixMicro())+`,"mark":0},"source":{"file":"f","pos":1,"row":0}}`), at))
 	for i, late := range []time.Duration{10 * time.Millisecond, 30 * time.Millisecond} {
@@ -54,7 +59,7 @@ func TestTally(t *testing.T) {
 	}
 	must(tl.add("sk.bench.heartbeat", nil, []byte(`{"after":{"id":9,"ts":`+itoa64(at.UnixMicro())+`,"mark":1},"source":{"file":"f","pos":1,"row":0}}`), at))
 	p50, p99, n := tl.delay()
-	if n != 3 || !tl.MarkSeen || tl.Heartbeats != 4 || tl.Events != 3 {
+	if n != 3 || !tl.MarkSeen || tl.Heartbeats != 5 || tl.Events != 3 {
 		t.Fatalf("n %d mark %v heartbeats %d events %d", n, tl.MarkSeen, tl.Heartbeats, tl.Events)
 	}
 	if p50 < 9.9 || p50 > 10.1 || p99 < 29.9 || p99 > 30.1 {
@@ -94,7 +99,7 @@ func TestSummaryAndTable(t *testing.T) {
 		{Part: "backlog", Round: 2, Name: "sluice", Events: 400, EPS: 120, CPUSecs: 2, TotalSecs: 12},
 		{Part: "backlog", Round: 3, Name: "sluice", Events: 400, EPS: 100, CPUSecs: 3, TotalSecs: 8},
 		{Part: "backlog", Round: 3, Name: "debezium", Events: 400, EPS: 20, CPUSecs: 6, TotalSecs: 30},
-		{Part: "live", Name: "sluice", Events: 50, DTp50: 12, DTp99: 80, DTn: 100},
+		{Part: "live", Name: "sluice", Events: 50, DTp50: 12, DTp99: 80, DTn: 100, HBInserted: 101},
 	}
 	ss := summarize(rs)
 	if len(ss) != 2 || ss[0].Name != "sluice" || ss[0].EPS != 100 || ss[1].EPS != 20 || ss[1].Dups != 2 || ss[0].CPU != 2 {
@@ -104,7 +109,7 @@ func TestSummaryAndTable(t *testing.T) {
 		t.Fatalf("CPU per M events %v", ss[0].CPUPerMEvents)
 	}
 	tab := renderTable(rs)
-	for _, want := range []string{"**5.00×**", "4.00× as fast", "| sluice | 3 | 400 | 0 | 100 |", "### Live", "| 12.0 | 80.0 | 100 |"} {
+	for _, want := range []string{"**5.00×**", "4.00× as fast", "| sluice | 3 | 400 | 0 | 100 |", "### Live", "| 12.0 | 80.0 | 100 (101) |"} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
 		}

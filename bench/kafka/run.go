@@ -86,6 +86,7 @@ type result struct {
 	DTp99      float64 `json:"dt_p99_ms,omitempty"`
 	DTn        int64   `json:"dt_n,omitempty"`
 	SourceTPS  float64 `json:"source_tps,omitempty"`
+	HBInserted int64   `json:"hb_inserted,omitempty"` // heartbeat rows inserted from the load's start (the marker included)
 }
 
 type multi []string
@@ -199,6 +200,8 @@ func runCmd(args []string) error {
 	}
 
 	var sourceTPS float64
+	var loadStart time.Time
+	var hbInserted int64
 	if live {
 		// Heartbeats from now on; the load starts once every peer has
 		// delivered one (Connect takes tens of seconds to start).
@@ -211,8 +214,9 @@ func runCmd(args []string) error {
 				return err
 			}
 		}
+		loadStart = time.Now()
 		for _, r := range runs {
-			r.c.delaySince(time.Now())
+			r.c.delaySince(loadStart)
 		}
 		var err error
 		sourceTPS, err = runLoad(ctx, *load)
@@ -223,6 +227,11 @@ func runCmd(args []string) error {
 		}
 		if _, err := hb.ExecContext(ctx, "INSERT INTO "+heartbeatTable+" (ts, mark) VALUES (?, 1)", time.Now().UnixMicro()); err != nil {
 			return fmt.Errorf("final heartbeat: %w", err)
+		}
+		// Every heartbeat inserted from the load's start must reach each
+		// peer: the delay's sample count is checked against this.
+		if err := hb.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+heartbeatTable+" WHERE ts >= ?", loadStart.UnixMicro()).Scan(&hbInserted); err != nil {
+			return fmt.Errorf("count heartbeats: %w", err)
 		}
 		n, err := countRows(ctx, *count)
 		if err != nil {
@@ -252,7 +261,7 @@ func runCmd(args []string) error {
 			Events: t.Events, Dups: t.Dups, Tombstones: t.Tombstones, Bytes: t.Bytes,
 			StartSecs: t.First.Sub(r.start).Seconds(), Secs: t.Last.Sub(t.First).Seconds(),
 			TotalSecs: t.Last.Sub(r.start).Seconds(), FirstBatch: t.FirstBatch,
-			CPUSecs: cpu - r.cpuFirst, CPUTotal: cpu, RSSMB: r.rss.Stop(), SourceTPS: sourceTPS}
+			CPUSecs: cpu - r.cpuFirst, CPUTotal: cpu, RSSMB: r.rss.Stop(), SourceTPS: sourceTPS, HBInserted: hbInserted}
 		x.EPS, x.MBps = rate(t, x.Secs)
 		x.DTp50, x.DTp99, x.DTn = t.delay()
 		r.rss = nil
@@ -296,7 +305,7 @@ func dtLine(x result) string {
 	if x.DTn == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; delay p50 %.1f ms p99 %.1f ms (n=%d)", x.DTp50, x.DTp99, x.DTn)
+	return fmt.Sprintf("; delay p50 %.1f ms p99 %.1f ms (n=%d of %d heartbeats inserted)", x.DTp50, x.DTp99, x.DTn, x.HBInserted)
 }
 
 func (r *peerRun) pid() int {

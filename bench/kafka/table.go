@@ -137,12 +137,12 @@ func renderTable(rs []result) string {
 		}
 		if !live {
 			b.WriteString("\n### Live: both peers read while the load runs\n\n")
-			b.WriteString("| peer | source TPS | events | repeated | events/s | MB/s | delay p50 ms | delay p99 ms | heartbeats | CPU s | peak RSS MB |\n")
+			b.WriteString("| peer | source TPS | events | repeated | events/s | MB/s | delay p50 ms | delay p99 ms | heartbeats (of inserted) | CPU s | peak RSS MB |\n")
 			b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 			live = true
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %d | %d | %.0f | %.2f | %.1f | %.1f | %d | %.1f | %.0f |\n",
-			x.Name, x.SourceTPS, x.Events, x.Dups, x.EPS, x.MBps, x.DTp50, x.DTp99, x.DTn, x.CPUSecs, x.RSSMB)
+		fmt.Fprintf(&b, "| %s | %.0f | %d | %d | %.0f | %.2f | %.1f | %.1f | %d (%d) | %.1f | %.0f |\n",
+			x.Name, x.SourceTPS, x.Events, x.Dups, x.EPS, x.MBps, x.DTp50, x.DTp99, x.DTn, x.HBInserted, x.CPUSecs, x.RSSMB)
 	}
 	return b.String()
 }
