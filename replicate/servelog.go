@@ -45,10 +45,19 @@ func (s servedRelay) GTIDPos() (string, error) {
 	}
 	at := s.g.at
 	if at.File != end.File || at.Compare(end) > 0 || !s.l.Has(at) {
-		at = sluice.Position{File: end.File, Pos: 4}
-		if files := s.l.Files(); len(files) > 0 && files[0] == end.File {
-			at = sluice.Position{} // the first file from its start, the relay's head included
+		// No cached set in this file: a reader opened at the end without
+		// a set scans the file from its head (Gtid_list, the fillers of a
+		// relay that started mid-file) to learn the set there. Reading
+		// with NextRaw instead would wait forever at the end of a head
+		// with no event after it (a relay of an idle source), as NextRaw
+		// passes over the fillers to the next event.
+		r, err := s.l.NewReader(sluice.Position{File: end.File, Pos: end.Pos}, nil)
+		if err != nil {
+			return "", err
 		}
+		defer r.Close()
+		s.g.at = r.Position()
+		return s.g.at.GTIDSet, nil
 	}
 	r, err := s.l.NewReader(at, nil)
 	if err != nil {
