@@ -363,7 +363,11 @@ func newServer(t *task.Config, b serve.Binlog, out io.Writer) (*serve.Server, er
 	for i, u := range t.Serve.Users {
 		users[i] = serve.User{Name: u.User, Password: u.Password}
 	}
-	sc := serve.Config{ServerID: t.Serve.ServerID, Users: users, RequireTLS: t.Serve.RequireTLS}
+	sc := serve.Config{ServerID: t.Serve.ServerID, Users: users, RequireTLS: t.Serve.RequireTLS,
+		// Its databases come from several sources and its positions are its
+		// own, so no one source's metadata (nor its SHOW MASTER STATUS
+		// under a read lock) matches it.
+		NoForward: "the global binlog of sources: merges several sources (fix: ask the source that holds the database, or serve one source's binlog with a task of its own)"}
 	if t.Serve.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(t.Serve.TLSCert, t.Serve.TLSKey)
 		if err != nil {

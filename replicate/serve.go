@@ -49,7 +49,7 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 			return err
 		}
 	}
-	srv, ln, err := listenServe(&t.Serve, rlog, out, logf)
+	srv, ln, err := listenServe(&t.Serve, rc.Source, rlog, out, logf)
 	if err != nil {
 		return err
 	}
@@ -129,12 +129,13 @@ func serveStatusLoop(ctx context.Context, tk *Task, m *metrics) {
 }
 
 // listenServe builds the binlog service over rlog and opens its listener.
-func listenServe(sv *task.Serve, rlog *relay.Log, out io.Writer, logf func(string, ...any)) (*serve.Server, net.Listener, error) {
+// Its clients' metadata queries are forwarded to src (serve/forward.go).
+func listenServe(sv *task.Serve, src sluice.Endpoint, rlog *relay.Log, out io.Writer, logf func(string, ...any)) (*serve.Server, net.Listener, error) {
 	users := make([]serve.User, len(sv.Users))
 	for i, u := range sv.Users {
 		users[i] = serve.User{Name: u.User, Password: u.Password}
 	}
-	sc := serve.Config{ServerID: sv.ServerID, Users: users, RequireTLS: sv.RequireTLS}
+	sc := serve.Config{ServerID: sv.ServerID, Users: users, RequireTLS: sv.RequireTLS, Source: ServeSource(src)}
 	if sv.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(sv.TLSCert, sv.TLSKey)
 		if err != nil {

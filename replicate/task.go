@@ -211,7 +211,7 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 	if t.cfg.Serve != nil {
 		// The applier's checkpoint and the readers of the dumps both hold
 		// relay files (relay.Log.Purge), so serving needs no purge of its own.
-		srv, ln, err := listenServe(t.cfg.Serve, rlog, t.log, t.logf)
+		srv, ln, err := listenServe(t.cfg.Serve, t.cfg.Source, rlog, t.log, t.logf)
 		if err != nil {
 			return err
 		}

@@ -42,6 +42,11 @@ type Config struct {
 	// ones that do not.
 	TLS        *tls.Config
 	RequireTLS bool
+	// Source, when set, answers the metadata queries only a real server
+	// can (forward.go). NoForward, when Source is nil, says why there is
+	// none, in the error such a query gets.
+	Source    *Source
+	NoForward string
 }
 
 // Server serves one relay log.
@@ -176,6 +181,7 @@ func (s *Server) serveConn(c net.Conn) {
 		return
 	}
 	sess.conn = conn
+	defer sess.closeSource()
 	id := conn.ConnectionID()
 	s.mu.Lock()
 	s.byID[id] = c

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/server"
+	"github.com/pingcap/tidb/pkg/parser"
 )
 
 // session is one client connection: the variables it set and its
@@ -21,13 +23,26 @@ type session struct {
 	vars map[string]string // session user variables (@name), lower case
 	// replicaID is the server id the replica registered (COM_REGISTER_SLAVE).
 	replicaID uint32
+	// db is the default database the client named (forwarded queries run in it).
+	db string
+	// fwd is the session's connection to the source (forward.go), and
+	// parser classifies the statements that may go there.
+	fwd    *client.Conn
+	parser *parser.Parser
 }
 
 func newSession(s *Server) *session { return &session{s: s, vars: map[string]string{}} }
 
 // UseDB accepts any database: the service has none, and replicas only
-// name one by accident (a default database in their connection).
-func (h *session) UseDB(string) error { return nil }
+// name one by accident (a default database in their connection). It is
+// the default database of the queries forwarded to the source.
+func (h *session) UseDB(db string) error {
+	h.db = db
+	if h.fwd != nil {
+		return h.fwd.UseDB(db)
+	}
+	return nil
+}
 
 var (
 	setAssign = regexp.MustCompile(`(?is)^\s*(@@session\.|@@global\.|@@local\.|@@|@)?([a-z_][a-z0-9_]*)\s*(=|:=)\s*(.*?)\s*$`)
@@ -44,8 +59,10 @@ var (
 )
 
 // HandleQuery answers what replicas and CDC clients ask at connect
-// (slave.cc, go-mysql, Canal, Debezium, mariadb-binlog). Anything else is
-// refused with a one-line error: the service has no tables.
+// (slave.cc, go-mysql, Canal, Debezium, mariadb-binlog). With a source
+// (Config.Source), the metadata queries of an allow-list go to it
+// (forward.go). Anything else is refused with a one-line error: the
+// service has no tables.
 func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 	q = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(q), ";"))
 	if m := setStmtRe.FindStringSubmatch(q); m != nil {
@@ -62,13 +79,16 @@ func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 			return nil, mysql.NewError(mysql.ER_NO_SUCH_THREAD, fmt.Sprintf("Unknown thread id: %d", id))
 		}
 		return nil, nil
-	case showVarRe.MatchString(q):
+	case showVarRe.MatchString(q) && h.s.cfg.Source == nil:
 		m := showVarRe.FindStringSubmatch(q)
 		if m[2] == "" { // no LIKE: all of them (Debezium reads them so)
 			m[3] = "%"
 		}
 		return h.showVariables(m[3])
 	case lq == "show master status", lq == "show binlog status", lq == "show binary log status":
+		if h.fwd != nil {
+			return h.masterStatusCaughtUp()
+		}
 		end := h.s.log.End()
 		return resultset([]string{"File", "Position", "Binlog_Do_DB", "Binlog_Ignore_DB"},
 			[][]any{{end.File, uint64(end.Pos), "", ""}})
@@ -84,6 +104,16 @@ func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 		return resultset([]string{"Log_name", "File_size"}, rows)
 	case selectRe.MatchString(q) && !readsTable(q):
 		return h.selectExprs(selectRe.FindStringSubmatch(q)[1])
+	}
+	switch kind := h.forwardKind(q); {
+	case kind == fwdGrants || kind == fwdEnd && h.fwd == nil:
+		return h.forward(q, kind) // answered by the service itself
+	case kind != fwdNone && h.s.cfg.Source != nil:
+		return h.forward(q, kind)
+	case kind != fwdNone && h.s.cfg.NoForward != "":
+		return nil, mysql.NewError(mysql.ER_NOT_SUPPORTED_YET, fmt.Sprintf("sluice serve does not forward %q to a source: %s", oneLine(q, 80), h.s.cfg.NoForward))
+	case kind != fwdNone:
+		return nil, mysql.NewError(mysql.ER_NOT_SUPPORTED_YET, fmt.Sprintf("sluice serve answers replication queries only, not %q: it has no source to forward metadata queries to (fix: send it to the source server)", oneLine(q, 80)))
 	}
 	return nil, mysql.NewError(mysql.ER_NOT_SUPPORTED_YET, fmt.Sprintf("sluice serve answers replication queries only, not %q (fix: send it to the source server)", oneLine(q, 80)))
 }
@@ -123,6 +153,17 @@ func (h *session) set(expr string) error {
 		name, val := strings.ToLower(m[2]), h.eval(m[4])
 		if m[1] == "@" {
 			h.vars[name] = val
+		}
+		if name == "autocommit" && m[1] != "@" && m[1] != "@@global." && h.conn != nil {
+			// Kept in the status the OK packets carry: JDBC drivers read
+			// it, and Debezium will not take its snapshot's lock on a
+			// connection that says it still commits every statement.
+			switch strings.ToLower(val) {
+			case "0", "off":
+				h.conn.UnsetStatus(mysql.SERVER_STATUS_AUTOCOMMIT)
+			case "1", "on":
+				h.conn.SetStatus(mysql.SERVER_STATUS_AUTOCOMMIT)
+			}
 		}
 	}
 	return nil
