@@ -11,7 +11,9 @@
 // offset's MariaDB GTID set: with it the connector resumes by GTID, as it
 // does after a restart), dbz.databases, dbz.server-id, dbz.max,
 // dbz.snapshot-mode (never; with an empty dbz.file the connector starts as
-// a new one and takes the snapshot that mode asks for); the password is
+// a new one and takes the snapshot that mode asks for, no_data for the
+// schema only), dbz.history (a file: Debezium's FileSchemaHistory, the
+// schema history a deployment keeps, instead of EmptyHistory); the password is
 // read from the environment (DBZ_PASSWORD). The test compiles this one file
 // with javac against the jars it fetched from Maven Central.
 
@@ -112,7 +114,15 @@ public class Dbz {
         p.setProperty("topic.prefix", PREFIX);
         p.setProperty("snapshot.mode", System.getProperty("dbz.snapshot-mode", "never"));
         p.setProperty("include.schema.changes", "true");
-        p.setProperty("schema.history.internal", EmptyHistory.class.getName());
+        String history = System.getProperty("dbz.history", "");
+        if (history.isEmpty()) {
+            p.setProperty("schema.history.internal", EmptyHistory.class.getName());
+        } else {
+            // Debezium's default kind of history, kept in a file: the
+            // schema snapshot's DDL goes there, as in a real deployment.
+            p.setProperty("schema.history.internal", "io.debezium.storage.file.history.FileSchemaHistory");
+            p.setProperty("schema.history.internal.file.filename", history);
+        }
         String dbs = System.getProperty("dbz.databases");
         if (dbs != null && !dbs.isEmpty()) {
             p.setProperty("database.include.list", dbs);
