@@ -208,24 +208,36 @@ func (h *session) forward(q string, kind int) (*mysql.Result, error) {
 		}
 		// The connection broke: the next query opens a new one. A lock or
 		// transaction it held is gone, so say so rather than go on.
-		c.Close()
-		h.fwd = nil
+		h.closeSource()
 		return nil, mysql.NewError(mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE, "sluice serve lost its connection to the source while forwarding a metadata query (a lock or transaction on it ended): "+oneLine(err.Error(), 200))
 	}
 	if kind == fwdVariables {
+		if !h.locked && !h.inTxn {
+			h.closeSource()
+		}
 		return h.mergeVariables(r)
 	}
 	// The session's status flags are the service's (go-mysql adds them to
 	// every answer), not those of its own connection to the source; only
 	// a transaction opened or ended there shows.
 	r.Status = 0
-	switch kind {
-	case fwdLock:
-		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(q)), "start") || strings.HasPrefix(strings.ToLower(strings.TrimSpace(q)), "begin") {
-			h.conn.SetStatus(mysql.SERVER_STATUS_IN_TRANS)
-		}
-	case fwdEnd:
+	lq := strings.ToLower(strings.TrimSpace(q))
+	switch {
+	case kind == fwdLock && (strings.HasPrefix(lq, "start") || strings.HasPrefix(lq, "begin")):
+		h.inTxn = true
+		h.conn.SetStatus(mysql.SERVER_STATUS_IN_TRANS)
+	case kind == fwdLock:
+		h.locked = true
+	case kind == fwdEnd && strings.HasPrefix(lq, "unlock"):
+		h.locked = false
+	case kind == fwdEnd:
+		h.inTxn = false
 		h.conn.UnsetStatus(mysql.SERVER_STATUS_IN_TRANS)
+	}
+	if !h.locked && !h.inTxn {
+		// Nothing held on the source: no idle connection stays open there
+		// for each replica or client that once asked for its variables.
+		h.closeSource()
 	}
 	return r, nil
 }
@@ -278,10 +290,11 @@ func (h *session) showGrants() (*mysql.Result, error) {
 }
 
 // masterStatusCaughtUp is the relay's end once it holds the source's
-// position, for SHOW MASTER STATUS in a session that read the source's
-// metadata: the schema it read is the source's at that position (under
-// the FLUSH TABLES WITH READ LOCK Debezium takes, exactly), so the
-// position given with it must not be an older one of the relay's.
+// position, for SHOW MASTER STATUS in a session that holds a lock or a
+// transaction on the source: the schema it reads there is the source's at
+// that position (under the FLUSH TABLES WITH READ LOCK Debezium takes,
+// exactly), so the position given with it must not be an older one of
+// the relay's.
 func (h *session) masterStatusCaughtUp() (*mysql.Result, error) {
 	r, err := h.fwd.Execute("SHOW MASTER STATUS")
 	if err != nil {
@@ -318,4 +331,5 @@ func (h *session) closeSource() {
 		h.fwd.Close()
 		h.fwd = nil
 	}
+	h.locked, h.inTxn = false, false
 }

@@ -29,6 +29,9 @@ type session struct {
 	// parser classifies the statements that may go there.
 	fwd    *client.Conn
 	parser *parser.Parser
+	// locked and inTxn: fwd holds a read lock or a transaction; without
+	// either it is closed after each statement.
+	locked, inTxn bool
 }
 
 func newSession(s *Server) *session { return &session{s: s, vars: map[string]string{}} }
