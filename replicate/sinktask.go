@@ -38,6 +38,7 @@ type SinkTask struct {
 	lastErr  string
 	sink     *kafka.Sink
 	base     kafka.Stats
+	met      *metrics // nil until run registers them; counts errors (setStage)
 }
 
 // SinkFromTask maps a task file with sink: {kafka: ...} to the two configs.
@@ -108,6 +109,18 @@ func (s *SinkTask) Run(ctx context.Context, start *sluice.Position) error {
 
 func (s *SinkTask) run(ctx context.Context, start *sluice.Position) error {
 	t := s.t
+	// The metrics come first: a snapshot (migrate --mode all) shows its
+	// stage while it runs.
+	m, metOn, err := s.startMetrics()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		s.mu.Lock()
+		s.met = nil
+		s.mu.Unlock()
+		m.close()
+	}()
 	bcfg := t.cfg.Binlog
 	bcfg.Source = t.cfg.Source
 	if bcfg.Notify == nil {
@@ -146,7 +159,7 @@ func (s *SinkTask) run(ctx context.Context, start *sluice.Position) error {
 	t.mu.Lock()
 	t.rlog = rlog
 	t.mu.Unlock()
-	t.logf("source %s (%s), kafka sink %v topic prefix %s, from %s; relay in %s", t.cfg.Source, info.Flavor, s.kcfg.Brokers, s.kcfg.TopicPrefix, pos, t.cfg.Relay.Dir)
+	t.logf("source %s (%s), kafka sink %v topic prefix %s, from %s; relay in %s; metrics on %s", t.cfg.Source, info.Flavor, s.kcfg.Brokers, s.kcfg.TopicPrefix, pos, t.cfg.Relay.Dir, metOn)
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -155,7 +168,7 @@ func (s *SinkTask) run(ctx context.Context, start *sluice.Position) error {
 	wg.Add(3)
 	go func() { defer wg.Done(); errs <- t.fetch(rctx, rlog, bcfg, pos) }()
 	go func() { defer wg.Done(); errs <- s.sinkLoop(rctx, rlog) }()
-	go func() { defer wg.Done(); s.statusLoop(rctx, rlog); errs <- nil }()
+	go func() { defer wg.Done(); s.statusLoop(rctx, rlog, m); errs <- nil }()
 	var first error
 	for i := 0; i < 3; i++ {
 		err := <-errs
@@ -293,6 +306,9 @@ func (s *SinkTask) sinkOnce(ctx context.Context, rlog *relay.Log) (err error) {
 	}
 	pos := cp.Pos
 	pos.Flavor = t.cfg.Decode.Flavor
+	t.mu.Lock()
+	t.pending = t.pending[:0] // what this sink writes, from its checkpoint
+	t.mu.Unlock()
 	dec, r, err := openDecoder(ctx, rlog, t.cfg.Decode, pos, cp.SchemaState)
 	if err != nil {
 		return err
@@ -340,6 +356,9 @@ func (s *SinkTask) sinkOnce(ctx context.Context, rlog *relay.Log) (err error) {
 			return err
 		}
 		for i := range items {
+			if k := items[i].Kind; k == sluice.ItemCommit || k == sluice.ItemDDL {
+				t.addPending(items[i].End, items[i].Timestamp) // the lag until Kafka has it
+			}
 			if err := sk.Write(ctx, items[i]); err != nil {
 				return err
 			}
@@ -360,6 +379,7 @@ func (s *SinkTask) retire(sk *kafka.Sink) {
 	s.base.Txns = max(s.base.Txns, st.Txns)
 	s.base.Events += st.Events
 	s.base.DDL += st.DDL
+	s.base.KafkaTxns += st.KafkaTxns
 }
 
 func (s *SinkTask) setStage(stage string, err error) {
@@ -368,6 +388,9 @@ func (s *SinkTask) setStage(stage string, err error) {
 	s.stage, s.lastErr = stage, ""
 	if err != nil {
 		s.lastErr = oneLine(err)
+		if s.met != nil {
+			s.met.countError(err)
+		}
 	}
 }
 
@@ -375,9 +398,11 @@ func (s *SinkTask) setStage(stage string, err error) {
 // Kafka, Txns the source transactions committed since the task began.
 func (s *SinkTask) Status() Status {
 	t := s.t
+	now := time.Now()
 	s.mu.Lock()
-	st := Status{Task: t.cfg.Name, Stage: s.stage, PID: os.Getpid(), Updated: time.Now().UTC(), Error: s.lastErr,
-		Restarts: int(s.restarts.Load()), Events: s.events.Load(), Applied: s.base.Committed, Txns: s.base.Txns, Rows: s.base.Events, DDL: s.base.DDL}
+	st := Status{Task: t.cfg.Name, Stage: s.stage, PID: os.Getpid(), Updated: now.UTC(), Error: s.lastErr,
+		Restarts: int(s.restarts.Load()), Events: s.events.Load(), Applied: s.base.Committed, Txns: s.base.Txns, Rows: s.base.Events, DDL: s.base.DDL,
+		KafkaTxns: s.base.KafkaTxns}
 	if s.sink != nil {
 		k := s.sink.Stats()
 		if k.Committed.File != "" {
@@ -386,26 +411,19 @@ func (s *SinkTask) Status() Status {
 		st.Txns = max(st.Txns, k.Txns)
 		st.Rows += k.Events
 		st.DDL += k.DDL
+		st.KafkaTxns += k.KafkaTxns
 	}
 	s.mu.Unlock()
 	t.mu.Lock()
-	st.Started = t.started.UTC()
-	if t.rlog != nil {
-		st.Relay = t.rlog.End()
-	}
-	if t.writer != nil {
-		st.Source, _, _, _ = t.writer.SourceStatus()
-	}
+	st.Started, st.MetricsAddr = t.started.UTC(), t.metAddr
+	t.relaySourceLocked(now, &st)
 	t.mu.Unlock()
-	if st.Source.File == "" || before(st.Source, st.Relay) {
-		st.Source = st.Relay
-	}
 	return st
 }
 
-// statusLoop refreshes status.json and lets the relay purge what Kafka
-// holds.
-func (s *SinkTask) statusLoop(ctx context.Context, rlog *relay.Log) {
+// statusLoop refreshes status.json and the metrics, and lets the relay
+// purge what Kafka holds.
+func (s *SinkTask) statusLoop(ctx context.Context, rlog *relay.Log, m *metrics) {
 	tick := time.NewTicker(s.t.cfg.StatusEvery)
 	defer tick.Stop()
 	for {
@@ -413,6 +431,7 @@ func (s *SinkTask) statusLoop(ctx context.Context, rlog *relay.Log) {
 		if st.Applied.File != "" {
 			rlog.SetApplied(st.Applied)
 		}
+		m.update(st)
 		_ = WriteStatus(s.t.cfg.Dir, st)
 		select {
 		case <-ctx.Done():

@@ -81,6 +81,9 @@ type Status struct {
 	// MissingRows counts the row changes skipped because their row was
 	// not on the target (incremental.on-missing-row: skip).
 	MissingRows uint64 `json:"missing_rows,omitempty"`
+	// KafkaTxns counts the Kafka transactions a sink task committed in
+	// this run (each holds one or more source transactions).
+	KafkaTxns uint64 `json:"kafka_txns,omitempty"`
 	// Skipped and Replaced count the statements and transactions that
 	// sluice skip and sluice replace took out of this run's stream.
 	Skipped  uint64 `json:"skipped,omitempty"`
@@ -192,6 +195,14 @@ func ProcessCollectors() []prometheus.Collector {
 // is nil. Under a registerer a clash (the same task registered twice) is
 // an error, not a panic: the worker's other tasks go on.
 func newMetrics(task string, into prometheus.Registerer) (*metrics, error) {
+	return newTaskMetrics(task, into, false)
+}
+
+// newTaskMetrics makes the metrics of a task with a target (sink false) or
+// of a Kafka sink task (sinkmetrics.go). Both kinds share the names whose
+// meaning is the same, with the same help, so that a worker's registry
+// takes both and one dashboard shows both.
+func newTaskMetrics(task string, into prometheus.Registerer, sink bool) (*metrics, error) {
 	labels := prometheus.Labels{"task": task}
 	m := &metrics{
 		reg: into,
@@ -214,6 +225,11 @@ func newMetrics(task string, into prometheus.Registerer) (*metrics, error) {
 	for _, c := range errorClasses {
 		m.errors.WithLabelValues(c.class) // every class from 0, so that rate() sees the first error
 	}
+	if sink {
+		for _, c := range kafkaErrorClasses {
+			m.errors.WithLabelValues(c.class)
+		}
+	}
 	m.errors.WithLabelValues("other")
 	counter := func(subsystem, name, help string, v func(*Status) float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sluice", Subsystem: subsystem, Name: name, Help: help, ConstLabels: labels},
@@ -224,17 +240,23 @@ func newMetrics(task string, into prometheus.Registerer) (*metrics, error) {
 		m.reg = m.own
 		m.own.MustRegister(ProcessCollectors()...)
 	}
-	err := m.register(m.file, m.pos, m.lag, m.stage, m.relay, m.disk, m.errors,
+	cs := []prometheus.Collector{m.file, m.pos, m.lag, m.stage, m.relay, m.disk, m.errors,
 		counter("replication", "events_total", "binlog events decoded since the task started", func(s *Status) float64 { return float64(s.Events) }),
 		counter("replication", "transactions_total", "source transactions applied since the task started", func(s *Status) float64 { return float64(s.Txns) }),
 		counter("replication", "rows_total", "row changes applied since the task started", func(s *Status) float64 { return float64(s.Rows) }),
 		counter("replication", "ddl_total", "DDL statements applied since the task started", func(s *Status) float64 { return float64(s.DDL) }),
-		counter("replication", "skipped_total", "source statements or transactions skipped by sluice skip since the task started", func(s *Status) float64 { return float64(s.Skipped) }),
-		counter("replication", "replaced_total", "source statements replaced by sluice replace since the task started", func(s *Status) float64 { return float64(s.Replaced) }),
 		counter("replication", "reconnects_total", "reconnections to the source since the task started", func(s *Status) float64 { return float64(s.Reconnects) }),
-		counter("apply", "restarts_total", "applier restarts from its checkpoint after a transient error", func(s *Status) float64 { return float64(s.Restarts) }),
-		counter("apply", "missing_rows_total", "row changes (UPDATE, DELETE) skipped because their row was not on the target (incremental.on-missing-row: skip)",
-			func(s *Status) float64 { return float64(s.MissingRows) }))
+		counter("apply", "restarts_total", "applier restarts from its checkpoint after a transient error", func(s *Status) float64 { return float64(s.Restarts) })}
+	if sink {
+		cs = append(cs, sinkCounters(counter)...)
+	} else {
+		cs = append(cs,
+			counter("replication", "skipped_total", "source statements or transactions skipped by sluice skip since the task started", func(s *Status) float64 { return float64(s.Skipped) }),
+			counter("replication", "replaced_total", "source statements replaced by sluice replace since the task started", func(s *Status) float64 { return float64(s.Replaced) }),
+			counter("apply", "missing_rows_total", "row changes (UPDATE, DELETE) skipped because their row was not on the target (incremental.on-missing-row: skip)",
+				func(s *Status) float64 { return float64(s.MissingRows) }))
+	}
+	err := m.register(cs...)
 	if err != nil {
 		return nil, err
 	}
@@ -298,10 +320,12 @@ func (m *metrics) countError(err error) {
 	m.errors.WithLabelValues(errorClass(err)).Inc()
 }
 
-var errorClasses = []struct {
+type errClass struct {
 	err   error
 	class string
-}{
+}
+
+var errorClasses = []errClass{
 	{sluice.ErrUnreachable, "unreachable"}, {sluice.ErrAccessDenied, "access_denied"}, {sluice.ErrPrivilege, "privilege"},
 	{sluice.ErrBinlogPurged, "binlog_purged"}, {sluice.ErrBinlogFormat, "binlog_format"}, {sluice.ErrUnsupportedDDL, "unsupported_ddl"},
 	{sluice.ErrDiskFull, "disk_full"}, {sluice.ErrSchemaMismatch, "schema_mismatch"}, {sluice.ErrConfig, "config"},
@@ -309,9 +333,11 @@ var errorClasses = []struct {
 }
 
 func errorClass(err error) string {
-	for _, c := range errorClasses {
-		if errors.Is(err, c.err) {
-			return c.class
+	for _, cs := range [][]errClass{errorClasses, kafkaErrorClasses} {
+		for _, c := range cs {
+			if errors.Is(err, c.err) {
+				return c.class
+			}
 		}
 	}
 	return "other"

@@ -649,6 +649,25 @@ func (t *Task) Status() Status {
 		if t.handles != nil {
 			s.Skipped, s.Replaced = t.handles.used()
 		}
+	}
+	t.relaySourceLocked(now, &s)
+	if t.srv != nil {
+		s.Serve = &ServeStatus{Addr: t.srvAddr, Replicas: t.srv.Stats()}
+	}
+	if !t.prevAt.IsZero() {
+		if d := now.Sub(t.prevAt).Seconds(); d > 0.2 {
+			s.EventsPerSec = float64(s.Events-t.prevEvts) / d
+			s.TxnsPerSec = float64(s.Txns-t.prevTxns) / d
+		}
+	}
+	return s
+}
+
+// relaySourceLocked fills in what a task with a target and a Kafka sink
+// task have alike: the relay log and its disk, the source's position and
+// reconnections, and the lag of s.Applied. t.mu is held.
+func (t *Task) relaySourceLocked(now time.Time, s *Status) {
+	if t.rlog != nil {
 		s.Relay = t.rlog.End()
 		files := t.rlog.Files()
 		s.RelayFiles = len(files)
@@ -670,9 +689,7 @@ func (t *Task) Status() Status {
 	}
 	var lastTS uint32
 	if t.writer != nil {
-		var at time.Time
-		s.Source, at, lastTS, _ = t.writer.SourceStatus()
-		_ = at
+		s.Source, _, lastTS, _ = t.writer.SourceStatus()
 	}
 	if t.breader != nil {
 		s.Reconnects, _ = t.breader.Reconnects()
@@ -696,16 +713,6 @@ func (t *Task) Status() Status {
 	case before(t.read, s.Source) && before(s.Applied, s.Source) && lastTS != 0:
 		s.LagSeconds = lagSince(now, lastTS)
 	}
-	if t.srv != nil {
-		s.Serve = &ServeStatus{Addr: t.srvAddr, Replicas: t.srv.Stats()}
-	}
-	if !t.prevAt.IsZero() {
-		if d := now.Sub(t.prevAt).Seconds(); d > 0.2 {
-			s.EventsPerSec = float64(s.Events-t.prevEvts) / d
-			s.TxnsPerSec = float64(s.Txns-t.prevTxns) / d
-		}
-	}
-	return s
 }
 
 func lagSince(now time.Time, ts uint32) float64 {

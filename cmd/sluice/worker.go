@@ -126,6 +126,7 @@ func startReplication(cfg *task.Config, log io.Writer, reg prometheus.Registerer
 		if err != nil {
 			return nil, err
 		}
+		rc.Registerer = reg // on the worker's endpoint, as below
 		t, err := replicate.NewSinkTask(rc, kc, log)
 		if err != nil {
 			return nil, err
