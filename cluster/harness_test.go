@@ -305,23 +305,33 @@ func (h *harness) load(seed int64) (stop func() int64) {
 			for ctx.Err() == nil {
 				db := h.tasks[rng.Intn(len(h.tasks))]
 				a, b, amt := rng.Intn(50), rng.Intn(50), rng.Intn(100)+1
-				tx, err := h.srcDB.BeginTx(ctx, nil)
+				// Not ctx: a stop while a commit is in flight would cut
+				// the connection and leave a transaction that committed
+				// but was not counted.
+				tx, err := h.srcDB.BeginTx(context.Background(), nil)
 				if err != nil {
 					if ctx.Err() == nil {
 						errs <- err
 					}
 					return
 				}
-				_, err1 := tx.Exec("UPDATE "+db+".acct SET bal = bal - ?, note = ? WHERE id = ?", amt, fmt.Sprintf("to %d", b), a)
-				_, err2 := tx.Exec("UPDATE "+db+".acct SET bal = bal + ? WHERE id = ?", amt, b)
-				_, err3 := tx.Exec("INSERT INTO "+db+".ledger (acct, amount) VALUES (?, ?)", a, amt)
-				if err1 != nil || err2 != nil || err3 != nil {
+				// Stop at the first error: after a deadlock InnoDB has
+				// rolled the transaction back, and a next statement would
+				// run in autocommit, committing an uncounted insert.
+				_, err = tx.Exec("UPDATE "+db+".acct SET bal = bal - ?, note = ? WHERE id = ?", amt, fmt.Sprintf("to %d", b), a)
+				if err == nil {
+					_, err = tx.Exec("UPDATE "+db+".acct SET bal = bal + ? WHERE id = ?", amt, b)
+				}
+				if err == nil {
+					_, err = tx.Exec("INSERT INTO "+db+".ledger (acct, amount) VALUES (?, ?)", a, amt)
+				}
+				if err != nil {
 					_ = tx.Rollback()
-					if retryable(err1) || retryable(err2) || retryable(err3) {
+					if retryable(err) {
 						continue // two transfers crossed: InnoDB chose this one to roll back
 					}
 					if ctx.Err() == nil {
-						errs <- fmt.Errorf("load: %v %v %v", err1, err2, err3)
+						errs <- fmt.Errorf("load: %v", err)
 					}
 					return
 				}
