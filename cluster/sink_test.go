@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,6 +133,17 @@ incremental: {gtid-set: "%s", metrics-addr: ""}
 	}
 	if get("sluice_replication_stage", "stage", "running") != 1 || get("sluice_errors_total", "class", "kafka_fenced") != 0 || get("sluice_relay_size", "unit", "files") < 1 {
 		t.Errorf("the sink task's stage, error or relay series are missing or wrong on %s:\n%s", owner, strings.Join(s.lines, "\n"))
+	}
+	// The dashboard's Kafka queries name series the sink task exports
+	// (replicate's TestPrometheusScrapesTheDashboard runs the rest against Prometheus).
+	dash, err := os.ReadFile("../deploy/grafana/sluice-replication.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`sluice_kafka_[a-z_]+`).FindAllString(string(dash), -1) {
+		if !s.has(m, "task", name) {
+			t.Errorf("the dashboard names %s, which the sink task does not export", m)
+		}
 	}
 	t.Logf("%s: transactions_total %d, kafka_transactions_total %v, rows_total %v", owner, txns, kt, rows)
 }

@@ -1,10 +1,13 @@
 package replicate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-db/sluice/sink/kafka"
 )
 
 // TestMetricsShareAWorkersRegisterer: tasks that register into one
@@ -67,5 +70,71 @@ func TestMetricsShareAWorkersRegisterer(t *testing.T) {
 	want("a", 1)
 	if addr, err := a2.serve("127.0.0.1:0"); addr != "" || err != nil {
 		t.Fatalf("a task under a worker served its own metrics: %q %v", addr, err)
+	}
+}
+
+// TestSinkMetricsBesideReplication: a Kafka sink task and a task with a
+// target register side by side into one worker's registerer (the shared
+// names agree in help and labels, or the registry would refuse one); the
+// sink task has sluice_kafka_transactions_total and the Kafka error
+// classes, and not the target-only counters; it takes every series out
+// when it stops.
+func TestSinkMetricsBesideReplication(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	w := prometheus.WrapRegistererWith(prometheus.Labels{"worker": "w1"}, reg)
+	a, err := newMetrics("a", w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := newTaskMetrics("k", w, true)
+	if err != nil {
+		t.Fatalf("a sink task beside a replication task: %v", err)
+	}
+	a.update(Status{Stage: StageRunning, Txns: 3})
+	k.update(Status{Stage: StageRunning, Txns: 7, KafkaTxns: 2, LagSeconds: 1.5})
+	k.countError(fmt.Errorf("commit: %w", kafka.ErrFenced))
+	series := func() map[string]float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, l.GetName()+"="+l.GetValue())
+				}
+				v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				got[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = v
+			}
+		}
+		return got
+	}
+	s := series()
+	for name, want := range map[string]float64{
+		"sluice_replication_transactions_total{task=k,worker=w1}":  7,
+		"sluice_replication_transactions_total{task=a,worker=w1}":  3,
+		"sluice_kafka_transactions_total{task=k,worker=w1}":        2,
+		"sluice_replication_lag_seconds{task=k,worker=w1}":         1.5,
+		"sluice_errors_total{class=kafka_fenced,task=k,worker=w1}": 1,
+		"sluice_errors_total{class=unreachable,task=k,worker=w1}":  0,
+	} {
+		if got, ok := s[name]; !ok || got != want {
+			t.Errorf("%s = %v (exported %v), want %v", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"sluice_kafka_transactions_total{task=a,worker=w1}", "sluice_apply_missing_rows_total{task=k,worker=w1}",
+		"sluice_replication_skipped_total{task=k,worker=w1}", "sluice_errors_total{class=kafka_fenced,task=a,worker=w1}"} {
+		if _, ok := s[name]; ok {
+			t.Errorf("%s is exported", name)
+		}
+	}
+	k.close()
+	for name := range series() {
+		if strings.Contains(name, "task=k") {
+			t.Errorf("%s is still exported after the sink task stopped", name)
+		}
 	}
 }

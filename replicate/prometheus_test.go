@@ -95,6 +95,11 @@ func TestPrometheusScrapesTheDashboard(t *testing.T) {
 	// moving. Poll until each query has data, bounded against a hang only.
 	for _, p := range dash.Panels {
 		for _, tg := range p.Targets {
+			if strings.Contains(tg.Expr, "sluice_kafka_") {
+				// A Kafka sink task's own series; cluster's
+				// TestKafkaSinkTaskFailsOver checks that it exports them.
+				continue
+			}
 			q := vars.Replace(tg.Expr)
 			for limit := time.Now().Add(2 * time.Minute); ; {
 				n, err := promQuery(api, q)
@@ -114,7 +119,7 @@ func TestPrometheusScrapesTheDashboard(t *testing.T) {
 	}
 	// Every sluice metric a panel names exists in the exposition.
 	for _, m := range regexp.MustCompile(`sluice_[a-z_]+`).FindAllString(string(b), -1) {
-		if !strings.Contains(body, m) {
+		if !strings.Contains(body, m) && !strings.HasPrefix(m, "sluice_kafka_") {
 			t.Errorf("the dashboard names %s, which the task does not export", m)
 		}
 	}
