@@ -2,11 +2,14 @@ package replicate
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/sink/kafka"
 )
 
@@ -136,5 +139,48 @@ func TestSinkMetricsBesideReplication(t *testing.T) {
 		if strings.Contains(name, "task=k") {
 			t.Errorf("%s is still exported after the sink task stopped", name)
 		}
+	}
+}
+
+// TestSinkTaskServesItsOwnMetrics: a sink task of its own process (sluice
+// migrate) serves its metrics, with the process's, on metrics-addr from
+// the start, says where in its status, and stops serving when its run
+// ends. (What the counters count is TestKafkaSinkTaskFailsOver's, in
+// cluster/, against a real broker.)
+func TestSinkTaskServesItsOwnMetrics(t *testing.T) {
+	cfg := DefaultConfig("solo", t.TempDir())
+	cfg.Source = sluice.Endpoint{Host: "127.0.0.1", Port: 1, User: "root"}
+	kc := kafka.DefaultConfig("solo")
+	kc.Brokers, kc.TopicPrefix = []string{"127.0.0.1:1"}, "solo"
+	s, err := NewSinkTask(cfg, kc, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, on, err := s.startMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(); on == "" || st.MetricsAddr != on {
+		t.Fatalf("metrics on %q, status says %q", on, st.MetricsAddr)
+	}
+	resp, err := http.Get("http://" + on + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`sluice_replication_stage{stage="starting",task="solo"} 1`, `sluice_kafka_transactions_total{task="solo"} 0`,
+		`sluice_errors_total{class="kafka_fenced",task="solo"} 0`, "sluice_build_info{", "process_resident_memory_bytes "} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s is not served:\n%s", want, b)
+		}
+	}
+	m.close()
+	if resp, err := http.Get("http://" + on + "/metrics"); err == nil {
+		resp.Body.Close()
+		t.Errorf("metrics still served after the run ended")
 	}
 }

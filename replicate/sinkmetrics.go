@@ -55,6 +55,17 @@ func (s *SinkTask) startMetrics() (*metrics, string, error) {
 	return m, metOn, nil
 }
 
+// countError counts an error that made the sink restart from its
+// checkpoint. Not setStage's business: a stage may be set again for one
+// condition that lasts.
+func (s *SinkTask) countError(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.met != nil {
+		s.met.countError(err)
+	}
+}
+
 // kafkaErrorClasses are the error classes only a sink task meets; a sink
 // task's sluice_errors_total starts each of them at 0.
 var kafkaErrorClasses = []errClass{

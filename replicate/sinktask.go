@@ -38,7 +38,7 @@ type SinkTask struct {
 	lastErr  string
 	sink     *kafka.Sink
 	base     kafka.Stats
-	met      *metrics // nil until run registers them; counts errors (setStage)
+	met      *metrics // nil until run registers them; counts errors (countError)
 }
 
 // SinkFromTask maps a task file with sink: {kafka: ...} to the two configs.
@@ -269,6 +269,7 @@ func (s *SinkTask) sinkLoop(ctx context.Context, rlog *relay.Log) error {
 	return t.cfg.retryLoop(ctx, func() error { return s.sinkOnce(ctx, rlog) }, fatalSinkErr,
 		func(err error, wait time.Duration) {
 			s.restarts.Add(1)
+			s.countError(err)
 			s.setStage(StageRetrying, err)
 			t.logf("kafka sink stopped (%v); restarting from the checkpoint in Kafka in %s", oneLine(err), wait)
 		})
@@ -388,9 +389,6 @@ func (s *SinkTask) setStage(stage string, err error) {
 	s.stage, s.lastErr = stage, ""
 	if err != nil {
 		s.lastErr = oneLine(err)
-		if s.met != nil {
-			s.met.countError(err)
-		}
 	}
 }
 
