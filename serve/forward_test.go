@@ -141,7 +141,7 @@ func TestServeForwardsMetadataQueries(t *testing.T) {
 		"SELECT schema_name, default_character_set_name, default_collation_name FROM information_schema.schemata ORDER BY schema_name",
 		"SELECT column_name, column_default, is_nullable, character_set_name FROM information_schema.columns WHERE table_schema = 'd' AND table_name = 't' ORDER BY ordinal_position",
 		"SELECT COUNT(*) FROM information_schema.tables t JOIN information_schema.schemata s ON t.table_schema = s.schema_name WHERE s.schema_name = 'd'",
-		"SHOW VARIABLES WHERE Variable_name IN ('character_set_server','collation_server')",
+		"SHOW VARIABLES WHERE Variable_name IN ('character_set_server','collation_server','init_connect')",
 		"SET STATEMENT max_statement_time=600 FOR SHOW CREATE TABLE d.t",
 	} {
 		if a, b := answer(src, q), answer(db, q); a != b || strings.HasPrefix(a, "error") {

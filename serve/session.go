@@ -331,6 +331,24 @@ func resultset(names []string, rows [][]any) (*mysql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// go-mysql encodes an empty string as NULL; a server sends it as an
+	// empty string (SHOW MASTER STATUS's Binlog_Do_DB, variables set to
+	// ''), so the rows are encoded again with the two kept apart.
+	for i, row := range rows {
+		var b []byte
+		for _, v := range row {
+			t, err := mysql.FormatTextValue(v)
+			switch {
+			case err != nil:
+				return nil, err
+			case v == nil:
+				b = append(b, 0xfb)
+			default:
+				b = append(b, mysql.PutLengthEncodedString(t)...)
+			}
+		}
+		rs.RowDatas[i] = b
+	}
 	return mysql.NewResult(rs), nil
 }
 
