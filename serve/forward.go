@@ -189,14 +189,11 @@ func (h *session) forward(q string, kind int) (*mysql.Result, error) {
 	}
 	c, err := h.source()
 	if err != nil {
-		if m := showVarRe.FindStringSubmatch(q); m != nil && kind == fwdVariables {
+		if kind == fwdVariables {
 			// The source is down: the variables a replica or Debezium's
 			// streaming asks for are the service's anyway, and serving
 			// while the source is away is what the service is for.
-			if m[2] == "" {
-				m[3] = "%"
-			}
-			return h.showVariables(m[3])
+			return h.showVariablesWhere(q)
 		}
 		return nil, err
 	}

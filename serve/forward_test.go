@@ -3,12 +3,15 @@ package serve_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
@@ -244,6 +247,18 @@ func TestServeForwardsMetadataQueries(t *testing.T) {
 		t.Fatalf("the source is still locked after UNLOCK TABLES through serve: %v", err)
 	}
 
+	// A source that cannot be reached: metadata queries fail saying so;
+	// the variables are the service's own, so replicas still connect.
+	down := serveWith(t, held, serve.Config{Source: &serve.Source{Dial: func(context.Context) (*client.Conn, error) {
+		return nil, errors.New("dial tcp: connection refused")
+	}}})
+	if got := answer(down, "SHOW DATABASES"); !strings.Contains(got, "cannot reach its source") {
+		t.Errorf("SHOW DATABASES with the source down = %s", got)
+	}
+	if got := answer(down, "SHOW VARIABLES WHERE Variable_name = 'server_id'"); !strings.HasSuffix(got, "('server_id', '999')") {
+		t.Errorf("SHOW VARIABLES with the source down = %s", got)
+	}
+
 	// Without a source, and for a global binlog: an error that says why.
 	none := serveWith(t, held, serve.Config{})
 	global := serveWith(t, held, serve.Config{NoForward: "the global binlog of sources: merges several sources"})
@@ -251,8 +266,10 @@ func TestServeForwardsMetadataQueries(t *testing.T) {
 		if got := answer(d, "SHOW DATABASES"); !strings.Contains(got, want) {
 			t.Errorf("SHOW DATABASES = %s, want an error with %q", got, want)
 		}
-		if got := answer(d, "SHOW GLOBAL VARIABLES LIKE 'server_id'"); !strings.HasSuffix(got, "('server_id', '999')") {
-			t.Errorf("SHOW GLOBAL VARIABLES LIKE 'server_id' = %s", got)
+		for _, q := range []string{"SHOW GLOBAL VARIABLES LIKE 'server_id'", "SHOW VARIABLES WHERE Variable_name IN ('server_id')"} {
+			if got := answer(d, q); !strings.HasSuffix(got, "('server_id', '999')") {
+				t.Errorf("%s = %s", q, got)
+			}
 		}
 		for _, q := range []string{"ROLLBACK", "UNLOCK TABLES"} {
 			if _, err := d.Exec(q); err != nil {

@@ -111,6 +111,8 @@ func (h *session) HandleQuery(q string) (*mysql.Result, error) {
 	switch kind := h.forwardKind(q); {
 	case kind == fwdGrants || kind == fwdEnd && h.fwd == nil:
 		return h.forward(q, kind) // answered by the service itself
+	case kind == fwdVariables && h.s.cfg.Source == nil:
+		return h.showVariablesWhere(q)
 	case kind != fwdNone && h.s.cfg.Source != nil:
 		return h.forward(q, kind)
 	case kind != fwdNone && h.s.cfg.NoForward != "":
@@ -262,13 +264,17 @@ func (h *session) variable(name string) (string, bool) {
 	return "", false
 }
 
+// ownVariableNames are the variables the service answers itself, in the
+// order SHOW VARIABLES lists them.
+var ownVariableNames = []string{"server_id", "binlog_checksum", "binlog_format", "binlog_row_image", "version",
+	"version_comment", "gtid_domain_id", "gtid_strict_mode", "gtid_binlog_pos", "gtid_current_pos", "log_bin",
+	"rpl_semi_sync_master_enabled", "rpl_semi_sync_source_enabled", "max_allowed_packet", "lower_case_table_names",
+	"character_set_server", "collation_server", "time_zone", "system_time_zone"}
+
 func (h *session) showVariables(like string) (*mysql.Result, error) {
 	var rows [][]any
 	pat := strings.ToLower(like)
-	for _, name := range []string{"server_id", "binlog_checksum", "binlog_format", "binlog_row_image", "version",
-		"version_comment", "gtid_domain_id", "gtid_strict_mode", "gtid_binlog_pos", "gtid_current_pos", "log_bin",
-		"rpl_semi_sync_master_enabled", "rpl_semi_sync_source_enabled", "max_allowed_packet", "lower_case_table_names",
-		"character_set_server", "collation_server", "time_zone", "system_time_zone"} {
+	for _, name := range ownVariableNames {
 		if likeMatch(pat, name) {
 			v, _ := h.variable(name)
 			rows = append(rows, []any{name, v})
