@@ -39,7 +39,18 @@ type SinkTask struct {
 	sink     *kafka.Sink
 	base     kafka.Stats
 	met      *metrics // nil until run registers them; counts errors (countError)
+	// Of statusLoop alone: since when the sink waits on Kafka (zero: it
+	// does not), and when that was last said in the log.
+	waitSince, waitSaid time.Time
 }
+
+// Waits on Kafka shorter than kafkaWaitReport are normal (a leader
+// election, a slow fsync) and go unmentioned; a longer one is logged, and
+// again every kafkaWaitRepeat while it lasts.
+const (
+	kafkaWaitReport = 5 * time.Second
+	kafkaWaitRepeat = 30 * time.Second
+)
 
 // SinkFromTask maps a task file with sink: {kafka: ...} to the two configs.
 func SinkFromTask(tc *task.Config) (Config, kafka.Config, error) {
@@ -425,6 +436,7 @@ func (s *SinkTask) statusLoop(ctx context.Context, rlog *relay.Log, m *metrics) 
 	tick := time.NewTicker(s.t.cfg.StatusEvery)
 	defer tick.Stop()
 	for {
+		s.checkWaiting()
 		st := s.Status()
 		if st.Applied.File != "" {
 			rlog.SetApplied(st.Applied)
@@ -436,5 +448,35 @@ func (s *SinkTask) statusLoop(ctx context.Context, rlog *relay.Log, m *metrics) 
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// checkWaiting tells, in the log and the status, that the sink has been
+// waiting on Kafka (a broker down, unreachable): the task does not fail
+// for it, franz-go retries, and the user should know why nothing moves.
+func (s *SinkTask) checkWaiting() {
+	s.mu.Lock()
+	sk := s.sink
+	s.mu.Unlock()
+	if sk == nil {
+		return // between two runs of the sink: the retry loop reports
+	}
+	since, cause := sk.Waiting()
+	now := time.Now()
+	if !since.IsZero() && now.Sub(since) >= kafkaWaitReport {
+		err := fmt.Errorf("kafka sink: no answer from brokers %v for %s (%v); still retrying, nothing is lost",
+			s.kcfg.Brokers, now.Sub(since).Round(time.Second), oneLine(cause))
+		if s.waitSince.IsZero() || now.Sub(s.waitSaid) >= kafkaWaitRepeat {
+			s.t.logf("%v", err)
+			s.waitSaid = now
+		}
+		s.waitSince = since
+		s.setStage(StageRetrying, err)
+		return
+	}
+	if !s.waitSince.IsZero() {
+		s.t.logf("kafka sink: brokers %v answer again after %s", s.kcfg.Brokers, now.Sub(s.waitSince).Round(time.Second))
+		s.waitSince = time.Time{}
+		s.setStage(StageRunning, nil)
 	}
 }

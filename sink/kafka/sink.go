@@ -68,9 +68,13 @@ type Sink struct {
 	last     sluice.Position // end of the last source transaction written
 	batch    Stats           // counts of the open Kafka transaction
 	state    []byte          // schema state to write with the next commit
+	// stats is written under mu and statsMu, read under either: Stats
+	// must answer while a write holds mu waiting for a broker that is down.
+	statsMu  sync.Mutex
 	stats    Stats
 	errMu    sync.Mutex
 	firstErr error // of a produced record (errMu: promises run on the client's goroutines)
+	w        watch // the brokers' answers, for Waiting
 
 	done    chan struct{}
 	err     error
@@ -129,7 +133,9 @@ func (s *Sink) Open(ctx context.Context) (cp Checkpoint, ok bool, err error) {
 		return cp, false, err
 	}
 	s.last = cp.Pos
+	s.statsMu.Lock()
 	s.stats.Committed = cp.Pos
+	s.statsMu.Unlock()
 	s.wg.Add(1)
 	go s.committer()
 	return cp, ok, nil
@@ -145,6 +151,7 @@ func (s *Sink) newClient() (*kgo.Client, error) {
 		kgo.MaxBufferedRecords(20000),
 		kgo.UnknownTopicRetries(2),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // Kafka's murmur2 on the key, as Java producers hash
+		kgo.WithHooks(&s.w),
 	)
 }
 
@@ -234,7 +241,9 @@ func (s *Sink) readCheckpoint(ctx context.Context) (Checkpoint, bool, error) {
 					return
 				}
 				cp.Pos, found = o.Position, true
+				s.statsMu.Lock()
 				s.stats.Txns = o.Txns
+				s.statsMu.Unlock()
 			case key + ".schema":
 				var sr schemaRecord
 				if err := json.Unmarshal(r.Value, &sr); err != nil {
@@ -393,7 +402,10 @@ func (s *Sink) produceChange(ctx context.Context, ch *sluice.RowChange, now time
 	return nil
 }
 
-func (s *Sink) produce(ctx context.Context, r *kgo.Record) { s.cl.Produce(ctx, r, s.promise) }
+func (s *Sink) produce(ctx context.Context, r *kgo.Record) {
+	s.startWork()
+	s.cl.Produce(ctx, r, s.promise)
+}
 
 // keyChanged reports whether an update changes the primary key.
 func (s *Sink) keyChanged(ch *sluice.RowChange) bool {
@@ -424,6 +436,7 @@ func (s *Sink) produceDDL(ctx context.Context, it *sluice.StreamItem) error {
 
 func (s *Sink) promise(_ *kgo.Record, err error) {
 	if err == nil {
+		s.w.ack()
 		return
 	}
 	s.errMu.Lock()
@@ -452,6 +465,9 @@ func (s *Sink) commitLocked(ctx context.Context) error {
 		sb, _ := json.Marshal(schemaRecord{Position: s.last, State: s.state})
 		s.produce(ctx, &kgo.Record{Topic: s.cfg.OffsetsTopic(), Key: []byte(s.cfg.Task + ".schema"), Value: sb})
 	}
+	s.startWork()
+	s.w.committing.Store(true)
+	defer s.w.committing.Store(false)
 	ferr := s.cl.Flush(ctx)
 	if ferr == nil {
 		ferr = s.produceFailed()
@@ -464,13 +480,16 @@ func (s *Sink) commitLocked(ctx context.Context) error {
 		s.abortLocked()
 		return s.brokerErr("commit a transaction", err)
 	}
+	s.w.ack()
 	s.inKafka = false
 	s.state = nil
+	s.statsMu.Lock()
 	s.stats.Committed = s.last
 	s.stats.Txns += s.batch.Txns
 	s.stats.Events += s.batch.Events
 	s.stats.DDL += s.batch.DDL
 	s.stats.KafkaTxns++
+	s.statsMu.Unlock()
 	s.batch = Stats{}
 	return nil
 }
@@ -567,8 +586,8 @@ func (s *Sink) Err() error {
 
 // Stats returns the counters of what was committed.
 func (s *Sink) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
 	return s.stats
 }
 
