@@ -77,6 +77,12 @@ func SinkFromTask(tc *task.Config) (Config, kafka.Config, error) {
 	if ks.Partitions > 0 {
 		kc.Partitions = ks.Partitions
 	}
+	if a := ks.SASL; a != nil {
+		kc.SASL = &kafka.SASL{Mechanism: a.Mechanism, User: a.User, Password: kafka.Secret(a.Password)}
+		if kc.SASL.Mechanism == "" {
+			kc.SASL.Mechanism = kafka.SASLPlain
+		}
+	}
 	return rc, kc, kc.Validate()
 }
 
@@ -288,7 +294,7 @@ func (s *SinkTask) sinkLoop(ctx context.Context, rlog *relay.Log) error {
 
 // fatalSinkErr: errors a retry cannot fix.
 func fatalSinkErr(err error) bool {
-	return errors.Is(err, kafka.ErrUnknownTopic) || errors.Is(err, kafka.ErrNotAuthorized) || errors.Is(err, kafka.ErrFenced) ||
+	return errors.Is(err, kafka.ErrUnknownTopic) || errors.Is(err, kafka.ErrNotAuthorized) || errors.Is(err, kafka.ErrNotAuthenticated) || errors.Is(err, kafka.ErrFenced) ||
 		errors.Is(err, sluice.ErrConfig) || errors.Is(err, sluice.ErrUnsupportedDDL) || errors.Is(err, sluice.ErrSchemaMismatch) ||
 		errors.Is(err, sluice.ErrBinlogFormat)
 }

@@ -47,6 +47,10 @@ type KafkaConfig struct {
 	// DieWithParent kills the broker when the starting process dies (tests);
 	// the CLI's broker outlives the command instead.
 	DieWithParent bool
+	// SASL makes clients authenticate (SASL_PLAINTEXT, users admin and
+	// sluice) and turns ACLs on (kafkasasl.go). It is chosen when the
+	// instance is created.
+	SASL bool
 }
 
 // DefaultKafkaConfig returns the defaults: port 9092, 512 MB heap, topics
@@ -101,6 +105,7 @@ type KafkaInstance struct {
 	ClusterID      string `json:"cluster_id"`
 	Home           string `json:"home"`
 	Libs           string `json:"libs"`
+	SASL           bool   `json:"sasl,omitempty"`
 }
 
 // Addr is the broker's host:port for clients.
@@ -135,11 +140,15 @@ func KafkaUp(ctx context.Context, c KafkaConfig) (*KafkaInstance, error) {
 		return nil, err
 	}
 	op := "sandbox kafka up " + c.Name
-	k := &KafkaInstance{Name: c.Name, Port: c.Port, ControllerPort: c.ControllerPort, Home: home}
+	k := &KafkaInstance{Name: c.Name, Port: c.Port, ControllerPort: c.ControllerPort, Home: home, SASL: c.SASL}
 	if prev, err := LoadKafka(c.Dir, c.Name); err == nil {
 		if prev.Port != c.Port {
 			return nil, &sluice.Error{Op: op, Err: fmt.Errorf("%w: instance exists on port %d", sluice.ErrConfig, prev.Port),
 				Hint: fmt.Sprintf("use --port %d, or remove it with 'sluice sandbox kafka down --name %s --purge'", prev.Port, c.Name)}
+		}
+		if prev.SASL != c.SASL {
+			return nil, &sluice.Error{Op: op, Err: fmt.Errorf("%w: instance exists with sasl %v", sluice.ErrConfig, prev.SASL),
+				Hint: fmt.Sprintf("start it as it was created (--sasl=%v), or remove it with 'sluice sandbox kafka down --name %s --purge'", prev.SASL, c.Name)}
 		}
 		k = prev
 		if _, ok := k.Running(); ok {
@@ -173,7 +182,14 @@ func KafkaUp(ctx context.Context, c KafkaConfig) (*KafkaInstance, error) {
 		_, _ = rand.Read(b[:])
 		k.ClusterID = base64.RawURLEncoding.EncodeToString(b[:])
 	}
-	if err := os.WriteFile(k.props(), []byte(renderKafkaProps(k, c)), 0o644); err != nil {
+	var creds KafkaCredentials
+	if k.SASL {
+		if creds, err = k.ensureCredentials(); err != nil {
+			return nil, err
+		}
+	}
+	// 0600: with SASL it holds the users' passwords.
+	if err := writePrivate(k.props(), []byte(renderKafkaProps(k, c, creds))); err != nil {
 		return nil, err
 	}
 	if err := writeJSON(filepath.Join(home, "kafka.json"), k); err != nil {
@@ -219,20 +235,50 @@ func KafkaUp(ctx context.Context, c KafkaConfig) (*KafkaInstance, error) {
 		_ = k.Kill()
 		return nil, err
 	}
+	if k.SASL {
+		if err := addSCRAM(ctx, k, creds); err != nil {
+			_ = k.Kill()
+			return nil, err
+		}
+	}
 	return k, nil
 }
 
-func renderKafkaProps(k *KafkaInstance, c KafkaConfig) string {
-	lines := []string{
-		"process.roles=broker,controller",
-		"node.id=1",
-		"controller.quorum.voters=1@127.0.0.1:" + strconv.Itoa(k.ControllerPort),
+// writePrivate writes a file only its owner may read.
+func writePrivate(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil { // a file of an older version was 0644
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func renderKafkaProps(k *KafkaInstance, c KafkaConfig, creds KafkaCredentials) string {
+	listeners := []string{
 		"listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(k.Port) + ",CONTROLLER://127.0.0.1:" + strconv.Itoa(k.ControllerPort),
 		"advertised.listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(k.Port),
 		"controller.listener.names=CONTROLLER",
 		"inter.broker.listener.name=PLAINTEXT",
 		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-		"log.dirs=" + k.dataDir(),
+	}
+	if k.SASL {
+		listeners = saslProps(k, creds)
+	}
+	lines := append([]string{
+		"process.roles=broker,controller",
+		"node.id=1",
+		"controller.quorum.voters=1@127.0.0.1:" + strconv.Itoa(k.ControllerPort),
+	}, listeners...)
+	lines = append(lines,
+		"log.dirs="+k.dataDir(),
 		"num.partitions=1",
 		// One broker: the internal topics cannot have more replicas, and
 		// transactions need their state log's min.isr met by it alone.
@@ -244,9 +290,9 @@ func renderKafkaProps(k *KafkaInstance, c KafkaConfig) string {
 		"default.replication.factor=1",
 		"min.insync.replicas=1",
 		"group.initial.rebalance.delay.ms=0",
-		"auto.create.topics.enable=" + strconv.FormatBool(c.AutoCreateTopics),
+		"auto.create.topics.enable="+strconv.FormatBool(c.AutoCreateTopics),
 		"log.segment.bytes=67108864",
-	}
+	)
 	return strings.Join(append(lines, c.Options...), "\n") + "\n"
 }
 
@@ -256,8 +302,12 @@ func renderKafkaProps(k *KafkaInstance, c KafkaConfig) string {
 func waitKafka(ctx context.Context, k *KafkaInstance, timeout time.Duration, exited <-chan error) error {
 	deadline := time.Now().Add(timeout)
 	var last error
+	opts, err := k.AdminOpts()
+	if err != nil {
+		return err
+	}
 	for {
-		if last = PingKafka(ctx, k.Addr()); last == nil {
+		if last = PingKafka(ctx, k.Addr(), opts...); last == nil {
 			return nil
 		}
 		select {
@@ -274,9 +324,9 @@ func waitKafka(ctx context.Context, k *KafkaInstance, timeout time.Duration, exi
 }
 
 // PingKafka asks the broker at addr for its metadata and checks that it
-// lists a broker.
-func PingKafka(ctx context.Context, addr string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTimeout(time.Second), kgo.RetryTimeout(time.Second))
+// lists a broker; opts add e.g. SASL (KafkaInstance.AdminOpts).
+func PingKafka(ctx context.Context, addr string, opts ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DialTimeout(time.Second), kgo.RetryTimeout(time.Second)}, opts...)...)
 	if err != nil {
 		return err
 	}

@@ -177,6 +177,17 @@ type KafkaSink struct {
 	CreateTopics *bool `yaml:"create-topics"`
 	// Partitions of the topics the sink creates (default 1).
 	Partitions int32 `yaml:"partitions"`
+	// SASL logs in to the brokers (none when absent).
+	SASL *KafkaSASL `yaml:"sasl"`
+}
+
+// KafkaSASL is sink.kafka.sasl: the SASL login of the Kafka sink.
+type KafkaSASL struct {
+	// Mechanism is PLAIN (the default), SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism string `yaml:"mechanism"`
+	User      string `yaml:"user"`
+	// Password may be ${VAR}, read from the environment.
+	Password string `yaml:"password"`
 }
 
 // HasSink reports whether the task writes to a sink instead of a target.
@@ -240,6 +251,20 @@ func Load(path string) (*Config, error) {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
+// expandEnv replaces each ${VAR} in s from the environment; unset names
+// the first variable that is not set.
+func expandEnv(s string) (out, unset string) {
+	out = envRef.ReplaceAllStringFunc(s, func(m string) string {
+		name := envRef.FindStringSubmatch(m)[1]
+		v, ok := os.LookupEnv(name)
+		if !ok && unset == "" {
+			unset = name
+		}
+		return v
+	})
+	return out, unset
+}
+
 // Parse decodes YAML into a Config on top of the defaults and validates it.
 // ${VAR} in a password is replaced from the environment, so secrets need not
 // sit in the file.
@@ -263,14 +288,7 @@ func Parse(b []byte) (*Config, error) {
 	}
 	for role, ep := range map[string]*sluice.Endpoint{"source": &c.Source, "target": &c.Target} {
 		var unset string
-		ep.Password = envRef.ReplaceAllStringFunc(ep.Password, func(m string) string {
-			name := envRef.FindStringSubmatch(m)[1]
-			v, ok := os.LookupEnv(name)
-			if !ok && unset == "" {
-				unset = name
-			}
-			return v
-		})
+		ep.Password, unset = expandEnv(ep.Password)
 		if unset != "" {
 			return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s.password: ${%s} is not set in the environment", sluice.ErrConfig, role, unset),
 				Hint: "export " + unset + " before running sluice (an empty value must be set explicitly: export " + unset + "=)"}
@@ -279,15 +297,16 @@ func Parse(b []byte) (*Config, error) {
 	for i := range c.Serve.Users {
 		u := &c.Serve.Users[i]
 		var unset string
-		u.Password = envRef.ReplaceAllStringFunc(u.Password, func(m string) string {
-			v, ok := os.LookupEnv(envRef.FindStringSubmatch(m)[1])
-			if !ok && unset == "" {
-				unset = envRef.FindStringSubmatch(m)[1]
-			}
-			return v
-		})
+		u.Password, unset = expandEnv(u.Password)
 		if unset != "" {
 			return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: serve.users[%d].password: ${%s} is not set in the environment", sluice.ErrConfig, i, unset),
+				Hint: "export " + unset + " before running sluice"}
+		}
+	}
+	if k := c.Sink.Kafka; k != nil && k.SASL != nil {
+		var unset string
+		if k.SASL.Password, unset = expandEnv(k.SASL.Password); unset != "" {
+			return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: sink.kafka.sasl.password: ${%s} is not set in the environment", sluice.ErrConfig, unset),
 				Hint: "export " + unset + " before running sluice"}
 		}
 	}
@@ -410,6 +429,16 @@ func (c *Config) Validate() error {
 		}
 		if c.Sink.Kafka.TopicPrefix == "" {
 			return bad("sink.kafka.topic-prefix", "is empty (e.g. dbserver1)")
+		}
+		if a := c.Sink.Kafka.SASL; a != nil {
+			switch a.Mechanism {
+			case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+			default:
+				return bad("sink.kafka.sasl.mechanism", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+			}
+			if a.User == "" {
+				return bad("sink.kafka.sasl.user", "is empty (sasl: {mechanism: PLAIN, user: U, password: ${VAR}})")
+			}
 		}
 		switch c.Sink.Kafka.Format {
 		case "", "debezium", "canal-json":

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +29,8 @@ work on this one broker.`,
 	upCmd := &cobra.Command{
 		Use: "up",
 		Example: `  sluice sandbox kafka up --name kafka --port 9092
-  sluice sandbox kafka up --name k2 --port 9093 --auto-create-topics=false`,
+  sluice sandbox kafka up --name k2 --port 9093 --auto-create-topics=false
+  sluice sandbox kafka up --name ks --port 9094 --sasl`,
 		Short: "Create (first time) and start the broker; prints its address when it serves clients",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -38,6 +40,10 @@ work on this one broker.`,
 				return err
 			}
 			fmt.Fprintln(c.OutOrStdout(), k.Addr())
+			if k.SASL {
+				fmt.Fprintf(c.OutOrStdout(), "SASL users %s (super user) and %s: passwords in %s (mode 0600)\n",
+					sandbox.KafkaAdminUser, sandbox.KafkaSluiceUser, filepath.Join(k.Home, "sasl.json"))
+			}
 			return nil
 		},
 	}
@@ -48,6 +54,7 @@ work on this one broker.`,
 	f.StringVar(&up.Heap, "heap", up.Heap, "JVM heap (-Xmx)")
 	f.BoolVar(&up.AutoCreateTopics, "auto-create-topics", up.AutoCreateTopics, "auto.create.topics.enable")
 	f.StringArrayVar(&up.Options, "option", nil, "extra server.properties line, key=value (repeatable)")
+	f.BoolVar(&up.SASL, "sasl", false, "clients authenticate with SASL (PLAIN, SCRAM-SHA-256/512; users admin and sluice) and ACLs apply (StandardAuthorizer); chosen at creation")
 	f.DurationVar(&up.StartTimeout, "timeout", up.StartTimeout, "how long to wait for the broker to serve clients")
 
 	var name string

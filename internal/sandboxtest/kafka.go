@@ -53,9 +53,26 @@ func StartOwnKafka(tb testing.TB, opts ...string) *sandbox.KafkaInstance {
 	return k
 }
 
+// StartOwnSASLKafka starts a broker for one test whose clients
+// authenticate with SASL and whose ACLs apply (sandbox.KafkaConfig.SASL):
+// connect with k.AdminOpts(), grant with k.AddACLs.
+func StartOwnSASLKafka(tb testing.TB) *sandbox.KafkaInstance {
+	tb.Helper()
+	k, stop, err := newKafka(true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(stop)
+	return k
+}
+
 // NewKafka starts a broker with extra server.properties lines (key=value)
 // and returns it with a stop function; use it from TestMain.
 func NewKafka(opts ...string) (*sandbox.KafkaInstance, func(), error) {
+	return newKafka(false, opts...)
+}
+
+func newKafka(sasl bool, opts ...string) (*sandbox.KafkaInstance, func(), error) {
 	reapKafkaOrphans()
 	dir, err := os.MkdirTemp("", "sbk")
 	if err != nil {
@@ -72,7 +89,7 @@ func NewKafka(opts ...string) (*sandbox.KafkaInstance, func(), error) {
 		}
 		c := sandbox.DefaultKafkaConfig()
 		c.Dir, c.Name, c.Port, c.AutoCreateTopics, c.Options, c.DieWithParent = dir, "kafka", port, false, opts, true
-		c.Heap = "384m"
+		c.Heap, c.SASL = "384m", sasl
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		k, err := sandbox.KafkaUp(ctx, c)
 		cancel()

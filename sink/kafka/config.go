@@ -58,7 +58,30 @@ type Config struct {
 	// which is one transaction (snapshot.go): it must not exceed the
 	// broker's transaction.max.timeout.ms (15 minutes by default).
 	SnapshotTimeout time.Duration
+	// SASL authenticates the connections (nil: none).
+	SASL *SASL
 }
+
+// SASL mechanisms the sink speaks.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+// SASL is the sink's SASL login.
+type SASL struct {
+	Mechanism string // SASLPlain (default), SASLScramSHA256 or SASLScramSHA512
+	User      string
+	Password  Secret
+}
+
+// Secret is a password: it prints as "***", so that a config printed
+// whole (%v, %+v) does not show it.
+type Secret string
+
+func (Secret) String() string   { return "***" }
+func (Secret) GoString() string { return "***" }
 
 // DefaultConfig returns the defaults for a task.
 func DefaultConfig(task string) Config {
@@ -94,6 +117,16 @@ func (c Config) Validate() error {
 	case "precise", "string", "double":
 	default:
 		return bad(fmt.Sprintf("sink.kafka.decimal-handling %q", c.DecimalHandling), "use precise, string or double")
+	}
+	if c.SASL != nil {
+		switch c.SASL.Mechanism {
+		case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		default:
+			return bad(fmt.Sprintf("sink.kafka.sasl.mechanism %q", c.SASL.Mechanism), "use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+		}
+		if c.SASL.User == "" {
+			return bad("sink.kafka.sasl.user is empty", "set sasl: {mechanism: PLAIN, user: U, password: ${VAR}}")
+		}
 	}
 	if c.Partitions < 1 || c.MaxBatchTxns < 1 || c.CommitInterval <= 0 || c.TxnTimeout < time.Second {
 		return bad("partitions, batch or interval out of range", "use DefaultConfig")

@@ -143,11 +143,12 @@ func listEnds(ctx context.Context, cl *kgo.Client, topics []string, isolation in
 // consumeAll reads every committed record of topics with a read_committed
 // consumer of its own (franz-go, no sluice code), up to the ends the
 // broker reports when it starts. Tombstones come back with a nil value.
-func consumeAll(t testing.TB, broker string, topics []string) []*kgo.Record {
+// opts add e.g. a SASL login.
+func consumeAll(t testing.TB, broker string, topics []string, opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	admin, err := kgo.NewClient(append(opts, kgo.SeedBrokers(broker))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +173,8 @@ func consumeAll(t testing.TB, broker string, topics []string) []*kgo.Record {
 	if left == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumePartitions(parts),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(broker), kgo.ConsumePartitions(parts),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,8 +142,7 @@ func (s *Sink) Open(ctx context.Context) (cp Checkpoint, ok bool, err error) {
 }
 
 func (s *Sink) newClient() (*kgo.Client, error) {
-	return kgo.NewClient(
-		kgo.SeedBrokers(s.cfg.Brokers...),
+	return kgo.NewClient(append(s.connOpts(),
 		kgo.TransactionalID(s.cfg.TransactionalID()),
 		kgo.TransactionTimeout(s.cfg.TxnTimeout),
 		kgo.ProducerLinger(5*time.Millisecond),
@@ -152,7 +151,7 @@ func (s *Sink) newClient() (*kgo.Client, error) {
 		kgo.UnknownTopicRetries(2),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // Kafka's murmur2 on the key, as Java producers hash
 		kgo.WithHooks(&s.w),
-	)
+	)...)
 }
 
 // readCheckpoint reads the offsets topic up to its last stable offset
@@ -202,12 +201,11 @@ func (s *Sink) readCheckpoint(ctx context.Context) (Checkpoint, bool, error) {
 	if end <= 0 {
 		return cp, false, nil
 	}
-	rd, err := kgo.NewClient(
-		kgo.SeedBrokers(s.cfg.Brokers...),
+	rd, err := kgo.NewClient(append(s.connOpts(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-	)
+	)...)
 	if err != nil {
 		return cp, false, s.brokerErr("read "+topic, err)
 	}
@@ -434,13 +432,18 @@ func (s *Sink) produceDDL(ctx context.Context, it *sluice.StreamItem) error {
 	return nil
 }
 
-func (s *Sink) promise(_ *kgo.Record, err error) {
+func (s *Sink) promise(r *kgo.Record, err error) {
 	if err == nil {
 		s.w.ack()
 		return
 	}
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		err = s.authErr(r.Topic, "WRITE", err)
+	}
 	s.errMu.Lock()
-	if s.firstErr == nil {
+	// A refusal names its topic and its fix: it wins over the errors of
+	// the records that failed along with it (OPERATION_NOT_ATTEMPTED).
+	if s.firstErr == nil || errors.Is(err, ErrNotAuthorized) && !errors.Is(s.firstErr, ErrNotAuthorized) {
 		s.firstErr = err
 	}
 	s.errMu.Unlock()

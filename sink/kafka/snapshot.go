@@ -57,8 +57,11 @@ func (s *Sink) SnapshotRow(ctx context.Context, tb *sluice.Table, row []any) err
 	}
 	s.row++
 	s.batch.Events++
-	s.cl.Produce(ctx, &kgo.Record{Topic: p.topic, Key: s.enc.recordKey(tb, row), Value: value}, s.promise)
-	return s.produceFailed()
+	s.produce(ctx, &kgo.Record{Topic: p.topic, Key: s.enc.recordKey(tb, row), Value: value})
+	if err := s.produceFailed(); err != nil {
+		return s.produceErr(err)
+	}
+	return nil
 }
 
 // CommitSnapshot writes the checkpoint (pos, the schema state) and commits

@@ -8,6 +8,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluice-db/sluice"
 )
@@ -45,7 +48,7 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int32, 
 		s.topics[topic] = true
 		return nil
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return authErr(topic, err)
+		return s.authErr(topic, "DESCRIBE", err)
 	case !errors.Is(err, kerr.UnknownTopicOrPartition):
 		return s.brokerErr("read the metadata of topic "+topic, err)
 	}
@@ -84,9 +87,19 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int32, 
 	return nil
 }
 
-func authErr(topic string, err error) error {
-	return &sluice.Error{Op: "kafka sink: write to topic " + topic, Err: fmt.Errorf("%w: %v", ErrNotAuthorized, err),
-		Hint: "grant WRITE and DESCRIBE on the topic to sluice's principal (kafka-acls.sh --add --operation Write --operation Describe --topic " + topic + ")"}
+// authErr is a topic's refusal of op: the sink needs WRITE and DESCRIBE
+// on every topic it writes.
+func (s *Sink) authErr(topic, op string, err error) error {
+	return &sluice.Error{Op: "kafka sink: write to topic " + topic, Err: fmt.Errorf("%w: %s may not %s it: %v", ErrNotAuthorized, s.principal(), op, err),
+		Hint: "grant it: kafka-acls.sh --bootstrap-server " + s.cfg.Brokers[0] + " --add --allow-principal " + s.principal() + " --operation Write --operation Describe --topic " + topic}
+}
+
+// principal is the sink's Kafka principal as ACLs name it.
+func (s *Sink) principal() string {
+	if s.cfg.SASL != nil {
+		return "User:" + s.cfg.SASL.User
+	}
+	return "User:ANONYMOUS"
 }
 
 // brokerErr names what failed and, for the errors a user fixes, how.
@@ -96,15 +109,22 @@ func (s *Sink) brokerErr(op string, err error) error {
 		return err
 	}
 	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
+		user, mech := "", ""
+		if s.cfg.SASL != nil {
+			user, mech = s.cfg.SASL.User, s.cfg.SASL.Mechanism
+		}
+		return &sluice.Error{Op: "kafka sink: " + op, Err: fmt.Errorf("%w for user %q (%s) on %v: %v", ErrNotAuthenticated, user, mech, s.cfg.Brokers, err),
+			Hint: "check sink.kafka.sasl: the user, its password (${VAR} from the environment) and a mechanism the listener enables (sasl.enabled.mechanisms)"}
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
 		return &sluice.Error{Op: "kafka sink: " + op, Err: fmt.Errorf("%w: %v", ErrNotAuthorized, err),
 			Hint: "grant WRITE and DESCRIBE on the sink's topics to sluice's principal (kafka-acls.sh --add --operation Write --topic ...)"}
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
-		return &sluice.Error{Op: "kafka sink: " + op, Err: fmt.Errorf("%w: %v", ErrNotAuthorized, err),
-			Hint: "grant WRITE and DESCRIBE on transactional id " + s.cfg.TransactionalID() + " to sluice's principal (kafka-acls.sh --add --operation Write --transactional-id " + s.cfg.TransactionalID() + ")"}
+		return &sluice.Error{Op: "kafka sink: " + op, Err: fmt.Errorf("%w: %s may not WRITE transactional id %s: %v", ErrNotAuthorized, s.principal(), s.cfg.TransactionalID(), err),
+			Hint: "grant it: kafka-acls.sh --bootstrap-server " + s.cfg.Brokers[0] + " --add --allow-principal " + s.principal() + " --operation Write --operation Describe --transactional-id " + s.cfg.TransactionalID()}
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):
-		return &sluice.Error{Op: "kafka sink: " + op, Err: fmt.Errorf("%w: %v", ErrNotAuthorized, err),
-			Hint: "grant IDEMPOTENT_WRITE on the cluster to sluice's principal"}
+		return &sluice.Error{Op: "kafka sink: " + op, Err: fmt.Errorf("%w: %s may not IDEMPOTENT_WRITE on the cluster: %v", ErrNotAuthorized, s.principal(), err),
+			Hint: "grant it: kafka-acls.sh --bootstrap-server " + s.cfg.Brokers[0] + " --add --allow-principal " + s.principal() + " --operation IdempotentWrite --cluster"}
 	case errors.Is(err, kerr.ProducerFenced):
 		// Only a fence is final: INVALID_PRODUCER_EPOCH may follow a
 		// broker restart, and a restart of the sink (a new epoch) heals it.
@@ -119,3 +139,25 @@ func (s *Sink) brokerErr(op string, err error) error {
 // ErrFenced: a newer producer of the same task took the transactional id
 // over; this one must stop.
 var ErrFenced = errors.New("fenced by a newer sluice of the same task")
+
+// ErrNotAuthenticated: the brokers refused the sink's SASL login.
+var ErrNotAuthenticated = errors.New("SASL authentication failed")
+
+// connOpts are the options of every client of the sink: the brokers and
+// the login.
+func (s *Sink) connOpts() []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}
+	if a := s.cfg.SASL; a != nil {
+		var m sasl.Mechanism
+		switch a.Mechanism {
+		case SASLScramSHA256:
+			m = scram.Auth{User: a.User, Pass: string(a.Password)}.AsSha256Mechanism()
+		case SASLScramSHA512:
+			m = scram.Auth{User: a.User, Pass: string(a.Password)}.AsSha512Mechanism()
+		default:
+			m = plain.Auth{User: a.User, Pass: string(a.Password)}.AsMechanism()
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts
+}
