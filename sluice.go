@@ -150,6 +150,11 @@ type Column struct {
 	Unsigned  bool   `json:"unsigned"`
 	Charset   string `json:"charset,omitempty"`
 	Generated bool   `json:"generated"` // virtual or stored generated: never written
+	// For the Kafka sink's schema change events (Debezium's tableChanges);
+	// replication does not use them.
+	AutoIncrement bool    `json:"auto_increment,omitempty"`
+	Default       *string `json:"default,omitempty"` // the DEFAULT expression, a string literal unquoted; nil: none, or NULL
+	Comment       string  `json:"comment,omitempty"`
 }
 
 // Table is a table's shape: columns in ordinal order and its keys.

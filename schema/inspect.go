@@ -47,7 +47,8 @@ var afterColumnsHook func(sluice.TableRef)
 // sluice.ErrUnknownTable if the table does not exist.
 func Inspect(ctx context.Context, db *sql.DB, ref sluice.TableRef) (*sluice.Table, error) {
 	t := &sluice.Table{Ref: ref}
-	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, IFNULL(CHARACTER_SET_NAME,''), EXTRA
+	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, IFNULL(CHARACTER_SET_NAME,''), EXTRA,
+		COLUMN_DEFAULT, COLUMN_COMMENT
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, ref.Schema, ref.Name)
 	if err != nil {
 		return nil, err
@@ -55,7 +56,8 @@ func Inspect(ctx context.Context, db *sql.DB, ref sluice.TableRef) (*sluice.Tabl
 	for rows.Next() {
 		var c sluice.Column
 		var nullable, extra string
-		if err := rows.Scan(&c.Name, &c.DataType, &c.FullType, &nullable, &c.Charset, &extra); err != nil {
+		var def sql.NullString
+		if err := rows.Scan(&c.Name, &c.DataType, &c.FullType, &nullable, &c.Charset, &extra, &def, &c.Comment); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -64,6 +66,8 @@ func Inspect(ctx context.Context, db *sql.DB, ref sluice.TableRef) (*sluice.Tabl
 		c.Unsigned = strings.Contains(strings.ToLower(c.FullType), "unsigned")
 		ex := strings.ToUpper(extra)
 		c.Generated = strings.Contains(ex, "VIRTUAL") || strings.Contains(ex, "STORED") || strings.Contains(ex, "PERSISTENT")
+		c.AutoIncrement = strings.Contains(ex, "AUTO_INCREMENT")
+		c.Default = columnDefault(def)
 		t.Columns = append(t.Columns, c)
 	}
 	rows.Close()
@@ -146,4 +150,18 @@ func inspectKeys(ctx context.Context, db *sql.DB, t *sluice.Table) error {
 		}
 	}
 	return nil
+}
+
+// columnDefault reads information_schema's COLUMN_DEFAULT as the tracker
+// keeps it: MariaDB quotes a string literal ('x', with ” for a quote)
+// and writes NULL for DEFAULT NULL; MySQL gives the bare value.
+func columnDefault(d sql.NullString) *string {
+	if !d.Valid || d.String == "NULL" {
+		return nil
+	}
+	s := d.String
+	if len(s) >= 2 && s[0] == '\'' && s[len(s)-1] == '\'' {
+		s = strings.ReplaceAll(s[1:len(s)-1], "''", "'")
+	}
+	return &s
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
 	"github.com/pingcap/tidb/pkg/parser/types"
 
@@ -267,7 +268,7 @@ func columnOf(c *ast.ColumnDef) sluice.Column {
 	col := sluice.Column{
 		Name:     c.Name.Name.O,
 		DataType: strings.ToLower(types.TypeToStr(tp.GetType(), tp.GetCharset())),
-		FullType: strings.ToLower(tp.CompactStr()),
+		FullType: lowerOutsideQuotes(tp.CompactStr()),
 		Nullable: true,
 		Unsigned: mysql.HasUnsignedFlag(tp.GetFlag()),
 		Charset:  tp.GetCharset(),
@@ -281,6 +282,14 @@ func columnOf(c *ast.ColumnDef) sluice.Column {
 			col.Nullable = true
 		case ast.ColumnOptionGenerated:
 			col.Generated = true
+		case ast.ColumnOptionAutoIncrement:
+			col.AutoIncrement = true
+		case ast.ColumnOptionComment:
+			if v, ok := o.Expr.(ast.ValueExpr); ok {
+				col.Comment = fmt.Sprint(v.GetValue())
+			}
+		case ast.ColumnOptionDefaultValue:
+			col.Default = exprText(o.Expr)
 		}
 	}
 	return col
@@ -400,4 +409,39 @@ func specName(tp ast.AlterTableType) string {
 		return "tablespace import/discard"
 	}
 	return fmt.Sprintf("this kind of change (%d)", tp)
+}
+
+// exprText is a DEFAULT expression as text: a literal's value (a string
+// unquoted), any other expression as the parser restores it; nil for NULL.
+func exprText(e ast.ExprNode) *string {
+	if v, ok := e.(ast.ValueExpr); ok {
+		if v.GetValue() == nil {
+			return nil
+		}
+		s := fmt.Sprint(v.GetValue())
+		return &s
+	}
+	var b strings.Builder
+	if err := e.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &b)); err != nil {
+		return nil
+	}
+	s := b.String()
+	return &s
+}
+
+// lowerOutsideQuotes lower-cases a column type as information_schema's
+// COLUMN_TYPE writes it, but not the values of an ENUM or SET: those keep
+// their case, as the server keeps them ('S' and 's' are different).
+func lowerOutsideQuotes(s string) string {
+	b := []byte(s)
+	in := false
+	for i, c := range b {
+		switch {
+		case c == '\'':
+			in = !in // a doubled quote inside toggles twice
+		case !in && c >= 'A' && c <= 'Z':
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

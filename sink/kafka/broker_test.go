@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
@@ -87,6 +90,10 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 		}
 	}
 	waitTxns(20, "before the broker dies")
+	// DDL under the load: its schema change events must carry the
+	// tables as they are after it (Debezium's tableChanges).
+	sandboxtest.MustExec(t, src, "ALTER TABLE "+schema+".t1 ADD COLUMN note varchar(10) NULL DEFAULT 'x' COMMENT 'c'",
+		"CREATE TABLE "+schema+".t2 (id bigint PRIMARY KEY AUTO_INCREMENT, s set('A','b') NOT NULL)")
 	if err := k.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +140,7 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 	if err := <-runErr; err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
+	checkTableChanges(t, consumeAll(t, k.Addr(), []string{schema}), schema)
 	events := decodeEvents(t, consumeAll(t, k.Addr(), []string{schema + "." + schema + ".t1"}))
 	changes := binlogChanges(t, srcInst, start, schema)
 	compareWithBinlog(t, seed, events, changes, schema)
@@ -156,4 +164,62 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// checkTableChanges finds the schema change events of the ALTER of t1 and
+// the CREATE of t2 on the schema change topic and checks their
+// tableChanges against the tables' definitions.
+func checkTableChanges(t *testing.T, recs []*kgo.Record, db string) {
+	t.Helper()
+	type column struct {
+		Name                   string
+		JdbcType               int
+		TypeName               string
+		Optional               bool
+		AutoIncremented        bool
+		Comment                *string
+		DefaultValueExpression *string
+		EnumValues             []string
+		Position               int
+	}
+	type change struct {
+		Type  string
+		ID    string
+		Table struct {
+			PrimaryKeyColumnNames []string
+			Columns               []column
+		}
+	}
+	found := map[string]change{}
+	for _, r := range recs {
+		var ev struct {
+			DDL          string
+			TableChanges []change
+		}
+		if err := json.Unmarshal(r.Value, &ev); err != nil {
+			t.Fatalf("schema change event is not JSON: %v: %s", err, r.Value)
+		}
+		for _, c := range ev.TableChanges {
+			found[c.Type+" "+c.ID] = c
+		}
+	}
+	alter, ok := found[`ALTER "`+db+`"."t1"`]
+	if !ok {
+		t.Fatalf("no ALTER tableChange of t1 among %d schema change events: %v", len(recs), found)
+	}
+	cols := alter.Table.Columns
+	if n := len(cols); n != 7 || cols[6].Name != "note" || cols[6].Position != 7 || cols[6].JdbcType != 12 || !cols[6].Optional ||
+		cols[6].DefaultValueExpression == nil || *cols[6].DefaultValueExpression != "x" || cols[6].Comment == nil || *cols[6].Comment != "c" ||
+		cols[0].Name != "id" || cols[0].Optional || len(alter.Table.PrimaryKeyColumnNames) != 1 || cols[4].EnumValues == nil {
+		t.Fatalf("ALTER t1: tableChange %+v", alter)
+	}
+	create, ok := found[`CREATE "`+db+`"."t2"`]
+	if !ok {
+		t.Fatalf("no CREATE tableChange of t2: %v", found)
+	}
+	cols = create.Table.Columns
+	if len(cols) != 2 || cols[0].JdbcType != -5 || !cols[0].AutoIncremented || cols[1].TypeName != "SET" ||
+		strings.Join(cols[1].EnumValues, ",") != "A,b" || cols[1].Optional {
+		t.Fatalf("CREATE t2: tableChange %+v", create)
+	}
 }

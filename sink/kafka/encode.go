@@ -291,8 +291,9 @@ func (e *encoder) ddlValue(dst []byte, it *sluice.StreamItem, m *txnMeta, db str
 		stmt = strings.Join(it.DDL, ";\n")
 	}
 	dst = appendJSONString(dst, stmt)
-	dst = append(dst, `,"tableChanges":[]}`...)
-	return dst
+	dst = append(dst, `,"tableChanges":`...)
+	dst = appendTableChanges(dst, ddlTableChanges(it))
+	return append(dst, '}')
 }
 
 func (e *encoder) appendValue(dst []byte, c *colPlan, v any) []byte {
