@@ -87,6 +87,7 @@ func (s servedRelay) Open(start sluice.Position) (serve.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.Lean() // a dump passes events on and needs no GTID sets (serve.Reader)
 	return servedReader{r}, nil
 }
 

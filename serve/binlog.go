@@ -35,6 +35,8 @@ type Binlog interface {
 // Reader reads events of complete transactions.
 type Reader interface {
 	// Next returns the next event, waiting until there is one or ctx ends.
+	// The event's Data may be valid only until the next call, and its
+	// position's GTIDSet may stay the start's (relay.Reader.Lean).
 	Next(ctx context.Context) (Event, error)
 	// Position is the position after the last event returned.
 	Position() sluice.Position

@@ -114,6 +114,21 @@ func (h *session) stream(req dumpRequest) error {
 	var done func()
 	d.stat, done = h.s.newDumpStat(h, replicaID, sluice.Position{File: name, Pos: pos})
 	defer done()
+	// The socket is taken here: once the dump returns, go-mysql may set
+	// the connection's fields to nil while the hang-up watch below still
+	// reads.
+	nc := h.conn.Conn.Conn
+	// Events go out through a write buffer, flushed when it fills and
+	// whenever the dump has sent all the served binlog holds (before it
+	// waits): a write per event cost a syscall each, and a consumer
+	// catching up got a third of MariaDB's rate (bench-cdc).
+	bw := bufio.NewWriterSize(nc, 256<<10)
+	h.conn.Conn.Conn = bufferedConn{nc, bw}
+	d.bw = bw
+	defer func() {
+		_ = bw.Flush()
+		h.conn.Conn.Conn = nc
+	}()
 	if err := d.send(artificialRotate(h.s.cfg.ServerID, name, uint64(pos), fakeCRC)); err != nil {
 		return err
 	}
@@ -132,28 +147,23 @@ func (h *session) stream(req dumpRequest) error {
 	// may be waiting for new data, ends at once instead of at its next write.
 	dctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	// The socket is taken here: once the dump returns, go-mysql may set
-	// the connection's fields to nil while this read still waits.
-	nc := h.conn.Conn.Conn
 	go func() {
 		var b [1]byte
 		_, _ = nc.Read(b[:])
 		stop()
 	}()
-	// Events go out through a write buffer, flushed when it fills and
-	// whenever the dump has sent all the served binlog holds (before it
-	// waits): a write per event cost a syscall each, and a consumer
-	// catching up got a third of MariaDB's rate (bench-cdc).
-	bw := bufio.NewWriterSize(nc, 256<<10)
-	h.conn.Conn.Conn = bufferedConn{nc, bw}
-	d.flush = bw.Flush
-	defer func() {
-		_ = bw.Flush()
-		h.conn.Conn.Conn = nc
-	}()
+	// end is the served binlog's end as last asked: while the dump is
+	// behind it, the next event is there to read, and the reader gets no
+	// heartbeat timer (a timer per event was a third of the dump's CPU
+	// while catching up, bench-cdc); only a dump that has caught up asks
+	// again, flushes, and waits.
+	end := h.s.log.End()
 	for {
-		end := h.s.log.End()
 		atEnd := r.Position().Compare(end) >= 0
+		if atEnd {
+			end = h.s.log.End()
+			atEnd = r.Position().Compare(end) >= 0
+		}
 		if atEnd && bw.Buffered() > 0 {
 			if err := bw.Flush(); err != nil {
 				return err
@@ -167,7 +177,7 @@ func (h *session) stream(req dumpRequest) error {
 			return nil
 		}
 		ctx, cancel := dctx, context.CancelFunc(func() {})
-		if period > 0 {
+		if atEnd && period > 0 {
 			ctx, cancel = context.WithTimeout(dctx, period)
 		}
 		ev, err := r.Next(ctx)
@@ -212,7 +222,7 @@ type dumper struct {
 	file      string
 	pos       uint32 // the position after the last event sent
 	stat      *dumpStat
-	flush     func() error // the write buffer's, once the dump streams
+	bw        *bufio.Writer // the connection's write buffer
 }
 
 func (d *dumper) event(ev Event) error {
@@ -285,12 +295,40 @@ func (d *dumper) strip(raw []byte) []byte {
 	return out
 }
 
-// send writes one event packet: 0x00 then the event. go-mysql's
-// WritePacket splits payloads of 16 MiB and more.
+// send writes one event packet, 0x00 then the event, into the write
+// buffer, framed as go-mysql's WritePacket frames it (payloads of 16 MiB
+// and more split into packets of 0xffffff bytes, the last shorter, maybe
+// empty) but without copying the event into a packet first.
 func (d *dumper) send(ev []byte) error {
-	buf := make([]byte, 5+len(ev))
-	copy(buf[5:], ev)
-	return d.h.conn.WritePacket(buf)
+	c := d.h.conn.Conn
+	if c.Compression != mysql.MYSQL_COMPRESS_NONE {
+		buf := make([]byte, 5+len(ev))
+		copy(buf[5:], ev)
+		return c.WritePacket(buf)
+	}
+	length := 1 + len(ev)
+	hdr := [5]byte{}
+	first := true
+	for {
+		n := min(length, mysql.MaxPayloadLen)
+		hdr[0], hdr[1], hdr[2], hdr[3] = byte(n), byte(n>>8), byte(n>>16), c.Sequence
+		c.Sequence++
+		body := n
+		h := hdr[:4]
+		if first {
+			h, body, first = hdr[:5], n-1, false // hdr[4] is the 0x00 before the event
+		}
+		if _, err := d.bw.Write(h); err != nil {
+			return err
+		}
+		if _, err := d.bw.Write(ev[:body]); err != nil {
+			return err
+		}
+		ev, length = ev[body:], length-n
+		if n < mysql.MaxPayloadLen {
+			return nil
+		}
+	}
 }
 
 // fail ends a dump in progress with an ERR packet the replica can read,
@@ -305,9 +343,7 @@ func (d *dumper) fail(err error) {
 		msg = append(msg, me.Message...)
 		_ = d.h.conn.WritePacket(msg)
 	}
-	if d.flush != nil {
-		_ = d.flush()
-	}
+	_ = d.bw.Flush()
 	d.h.conn.Close()
 }
 
