@@ -276,10 +276,16 @@ func torn(good int64, err error) (int64, error) {
 // a failure to write it is not the relay's failure: Open checks whatever
 // mark it finds and scans from the start when it does not hold.
 func (w *Writer) markTail(boundary int64) {
+	w.markTailOf(w.f, w.name, w.checksum, boundary)
+}
+
+// markTailOf is markTail for file f, named name, whose events carry
+// checksums or not (the background fsync's copy of the writer's state).
+func (w *Writer) markTailOf(f io.ReaderAt, name string, checksum bool, boundary int64) {
 	if boundary <= int64(len(magic)) {
 		return
 	}
-	c, err := windowCRC(w.f, boundary)
+	c, err := windowCRC(f, boundary)
 	if err != nil {
 		return
 	}
@@ -289,7 +295,7 @@ func (w *Writer) markTail(boundary int64) {
 			return
 		}
 	}
-	rec := tailMark{name: w.name, off: boundary, checksum: w.checksum, window: c}.encode()
+	rec := tailMark{name: name, off: boundary, checksum: checksum, window: c}.encode()
 	_, _ = w.mark.WriteAt(rec, 0)
 }
 

@@ -42,6 +42,9 @@ type Writer struct {
 	lastFlush time.Time
 	lastSync  time.Time
 	dirty     bool // written but not fsynced
+	// syncing: the interval policy's fsync in progress, in the background
+	// (syncInBackground); nil when none. Its result comes once.
+	syncing chan error
 
 	mark *os.File // the tail mark (tail.go), opened at the first fsync
 
@@ -283,6 +286,9 @@ func (w *Writer) readChecksum() error {
 // finishFile flushes, fsyncs and closes the current file and publishes it
 // whole.
 func (w *Writer) finishFile() error {
+	if err := w.waitSync(); err != nil {
+		return err
+	}
 	if err := w.bw.Flush(); err != nil {
 		return fmt.Errorf("relay: flush %s: %w", w.name, err)
 	}
@@ -315,14 +321,20 @@ func (w *Writer) Flush() error {
 		}
 		w.unflushed = 0
 	}
+	if err := w.syncResult(); err != nil {
+		return err
+	}
 	if w.dirty {
-		sync := w.l.cfg.Sync == SyncCommit || (w.l.cfg.Sync == SyncInterval && time.Since(w.lastSync) >= w.l.cfg.SyncInterval)
-		if sync {
+		switch {
+		case w.l.cfg.Sync == SyncCommit:
+			// Readers see only what is durable.
 			if err := w.f.Sync(); err != nil {
 				return fmt.Errorf("relay: fsync %s: %w", w.name, err)
 			}
 			w.lastSync, w.dirty = time.Now(), false
 			w.markTail(w.boundary)
+		case w.l.cfg.Sync == SyncInterval && w.syncing == nil && time.Since(w.lastSync) >= w.l.cfg.SyncInterval:
+			w.syncInBackground()
 		}
 	}
 	w.l.publish(w.name, w.boundary)
@@ -334,11 +346,69 @@ func (w *Writer) Flush() error {
 	return nil
 }
 
+// syncInBackground starts the interval policy's fsync of what the file
+// holds now, and the tail mark after it, off the writer's path. Under that
+// policy readers never waited for fsyncs to see data, but the fsync ran
+// inline before the publish: on a busy disk it took 100-650 ms, and every
+// transaction that arrived meanwhile reached the applier and sluice serve's
+// consumers that much later (bench-cdc's DT p99, issue 14). Writes go on
+// meanwhile (a write and an fsync of one file may run at once); the mark
+// records the boundary taken here, which the fsync covers. Only this
+// goroutine touches the mark until waitSync.
+func (w *Writer) syncInBackground() {
+	f, name, checksum, boundary := w.f, w.name, w.checksum, w.boundary
+	done := make(chan error, 1)
+	w.syncing = done
+	w.lastSync, w.dirty = time.Now(), false
+	go func() {
+		if err := f.Sync(); err != nil {
+			done <- fmt.Errorf("relay: fsync %s: %w", name, err)
+			return
+		}
+		w.markTailOf(f, name, checksum, boundary)
+		done <- nil
+	}()
+}
+
+// syncResult collects a finished background fsync's result without waiting.
+func (w *Writer) syncResult() error {
+	if w.syncing == nil {
+		return nil
+	}
+	select {
+	case err := <-w.syncing:
+		w.syncing = nil
+		if err != nil {
+			w.dirty = true
+		}
+		return err
+	default:
+		return nil
+	}
+}
+
+// waitSync waits for a background fsync, before the file is finished or
+// closed or the mark is touched.
+func (w *Writer) waitSync() error {
+	if w.syncing == nil {
+		return nil
+	}
+	err := <-w.syncing
+	w.syncing = nil
+	if err != nil {
+		w.dirty = true
+	}
+	return err
+}
+
 // Close flushes, fsyncs and closes the current file.
 func (w *Writer) Close() error {
-	var err error
+	err := w.waitSync()
 	if w.f != nil {
-		if err = w.Flush(); err == nil && w.dirty {
+		if err == nil {
+			err = w.Flush()
+		}
+		if err = errors.Join(err, w.waitSync()); err == nil && w.dirty {
 			if err = w.f.Sync(); err == nil {
 				w.markTail(w.boundary)
 			}
