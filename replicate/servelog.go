@@ -83,11 +83,11 @@ func (s servedRelay) End() sluice.Position         { return s.l.End() }
 func (s servedRelay) Has(pos sluice.Position) bool { return s.l.Has(pos) }
 func (s servedRelay) Size(file string) int64       { return s.l.Size(file) }
 func (s servedRelay) Open(start sluice.Position) (serve.Reader, error) {
-	r, err := s.l.NewReader(start, nil)
+	// A dump passes events on and needs no GTID sets (serve.Reader).
+	r, err := s.l.NewLeanReader(start)
 	if err != nil {
 		return nil, err
 	}
-	r.Lean() // a dump passes events on and needs no GTID sets (serve.Reader)
 	return servedReader{r}, nil
 }
 
