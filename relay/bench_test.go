@@ -81,6 +81,32 @@ func BenchmarkReader(b *testing.B) {
 	}
 }
 
+// BenchmarkOpenInside measures opening a reader at the relay's end, which
+// reads the file's events from its head to find the position.
+func BenchmarkOpenInside(b *testing.B) {
+	l := benchRelay(b, 20000)
+	end := l.End()
+	at := sluice.Position{File: end.File, Pos: end.Pos}
+	for _, mode := range []string{"full", "lean"} {
+		b.Run(mode, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				var r *relay.Reader
+				var err error
+				if mode == "full" {
+					r, err = l.NewReader(at, nil)
+				} else {
+					r, err = l.NewLeanReader(at)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Close()
+			}
+			b.ReportMetric(float64(l.Size(end.File))/1e6, "MB")
+		})
+	}
+}
+
 func atEnd(r *relay.Reader, end sluice.Position) bool {
 	p := r.Position()
 	return p.File == end.File && p.Pos == end.Pos

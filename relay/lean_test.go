@@ -13,7 +13,8 @@ import (
 
 // TestLeanReaderReturnsTheSameEvents: a lean reader (serve's dumps) returns
 // the same bytes, types, positions and boundaries as an ordinary one, from a
-// file's start and from inside a file (where it skips the head scan), across
+// file's start and from inside a file (where it goes straight to the start
+// once the event there checks out, and refuses a start inside an event), across
 // a rotation and for an event larger than the reader's buffer (which it
 // cannot read in place).
 func TestLeanReaderReturnsTheSameEvents(t *testing.T) {
@@ -36,6 +37,14 @@ func TestLeanReaderReturnsTheSameEvents(t *testing.T) {
 
 	compare(t, l, sluice.Position{}, 2)
 	compare(t, l, sluice.Position{File: mid.File, Pos: mid.Pos}, 1)
+	// Going straight to a start is for event boundaries only: one byte in,
+	// the lean reader refuses as the full one does.
+	for _, off := range []uint32{1, 9} {
+		if r, err := l.NewLeanReader(sluice.Position{File: mid.File, Pos: mid.Pos + off}); err == nil {
+			r.Close()
+			t.Fatalf("a lean reader opened at %s:%d, inside an event", mid.File, mid.Pos+off)
+		}
+	}
 }
 
 // compare reads the relay from start to its end with both readers; the
