@@ -181,7 +181,7 @@ R_AUTO=$(ratio "$MYD" "$S_AUTO"); R_CHUNK=$(ratio "$MYD" "$S_CHUNK")
 DATE=$(date -u +"%Y-%m-%d %H:%M UTC")
 
 TABLE=$(cat <<EOF
-Run $DATE on $(nproc) cores (shared with other work; figures are medians of $ROUNDS alternating rounds).
+Run $DATE on $(nproc) cores (load average $(cut -d" " -f1-3 /proc/loadavg) at the end; figures are medians of $ROUNDS alternating rounds).
 Data: sysbench oltp_insert, $TABLES tables x $TABLE_SIZE rows, $MB MB as text. Both servers: MariaDB sandboxes with
 innodb_buffer_pool_size=$BUFFER_POOL, everything else default (innodb_flush_log_at_trx_commit=1, binlog on).
 Every contender loads with the target's binlog off for its session, as myloader does by default
