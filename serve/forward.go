@@ -54,6 +54,20 @@ var metaShows = map[ast.ShowStmtType]bool{
 // schemaFuncs are the functions a forwarded SELECT may call: none that
 // sleeps, locks, reads files or writes, and no stored function (a stored
 // function is called by an unqualified name too, so only these names pass).
+// schemaTables are the information_schema tables a client may read through
+// the service: those that describe schemas. The rest are refused, above all
+// the ones that show other sessions' statement text (PROCESSLIST,
+// INNODB_TRX, QUERY_CACHE_INFO: a CREATE USER's password among them) or
+// privileges, which the source's credentials would otherwise hand to every
+// user of the service.
+var schemaTables = map[string]bool{
+	"schemata": true, "tables": true, "columns": true, "statistics": true, "key_column_usage": true,
+	"table_constraints": true, "referential_constraints": true, "check_constraints": true, "views": true,
+	"triggers": true, "routines": true, "parameters": true, "partitions": true, "events": true,
+	"character_sets": true, "collations": true, "collation_character_set_applicability": true,
+	"engines": true, "keywords": true, "sql_functions": true,
+}
+
 var schemaFuncs = map[string]bool{
 	"concat": true, "concat_ws": true, "lower": true, "upper": true, "ifnull": true, "coalesce": true,
 	"if": true, "length": true, "char_length": true, "substring": true, "substr": true, "trim": true,
@@ -121,7 +135,7 @@ func (v *schemaOnlyVisitor) Enter(n ast.Node) (ast.Node, bool) {
 		if schema == "" {
 			schema = strings.ToLower(v.db)
 		}
-		if schema != "information_schema" {
+		if schema != "information_schema" || !schemaTables[x.Name.L] {
 			v.ok = false
 		}
 	case *ast.FuncCallExpr:
