@@ -39,8 +39,10 @@ type SinkTask struct {
 	sink     *kafka.Sink
 	base     kafka.Stats
 	met      *metrics // nil until run registers them; counts errors (countError)
-	// Of statusLoop alone: since when the sink waits on Kafka (zero: it
-	// does not), and when that was last said in the log.
+	// Since when the sink waits on Kafka (zero: it does not), and when
+	// that was last said in the log. A wait spans restarts of the sink:
+	// one that cannot reach the brokers at its start waits as well.
+	waitMu              sync.Mutex
 	waitSince, waitSaid time.Time
 }
 
@@ -287,6 +289,13 @@ func (s *SinkTask) sinkLoop(ctx context.Context, rlog *relay.Log) error {
 		func(err error, wait time.Duration) {
 			s.restarts.Add(1)
 			s.countError(err)
+			if kafka.Unreachable(err) {
+				// The brokers are down or unreachable: the same wait as
+				// one inside a running sink, said the same way (and not
+				// once per restart).
+				s.waiting(time.Now(), time.Time{}, err)
+				return
+			}
 			s.setStage(StageRetrying, err)
 			t.logf("kafka sink stopped (%v); restarting from the checkpoint in Kafka in %s", oneLine(err), wait)
 		})
@@ -469,20 +478,44 @@ func (s *SinkTask) checkWaiting() {
 	}
 	since, cause := sk.Waiting()
 	now := time.Now()
-	if !since.IsZero() && now.Sub(since) >= kafkaWaitReport {
-		err := fmt.Errorf("kafka sink: no answer from brokers %v for %s (%v); still retrying, nothing is lost",
-			s.kcfg.Brokers, now.Sub(since).Round(time.Second), oneLine(cause))
-		if s.waitSince.IsZero() || now.Sub(s.waitSaid) >= kafkaWaitRepeat {
-			s.t.logf("%v", err)
-			s.waitSaid = now
+	s.waitMu.Lock()
+	ongoing := !s.waitSince.IsZero()
+	s.waitMu.Unlock()
+	if !since.IsZero() {
+		// A short wait is normal, unless it continues one already said
+		// (the sink restarted while the brokers were away).
+		if ongoing || now.Sub(since) >= kafkaWaitReport {
+			s.waiting(now, since, cause)
 		}
-		s.waitSince = since
-		s.setStage(StageRetrying, err)
 		return
 	}
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
 	if !s.waitSince.IsZero() {
 		s.t.logf("kafka sink: brokers %v answer again after %s", s.kcfg.Brokers, now.Sub(s.waitSince).Round(time.Second))
 		s.waitSince = time.Time{}
 		s.setStage(StageRunning, nil)
 	}
+}
+
+// waiting records a wait on Kafka that began at since (zero: now, or
+// when the current wait began), logs it now and then, and puts it in the
+// status.
+func (s *SinkTask) waiting(now, since time.Time, cause error) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	first := s.waitSince.IsZero()
+	switch {
+	case first && since.IsZero():
+		s.waitSince = now
+	case first || (!since.IsZero() && since.Before(s.waitSince)):
+		s.waitSince = since
+	}
+	err := fmt.Errorf("kafka sink: no answer from brokers %v for %s (%v); still retrying, nothing is lost",
+		s.kcfg.Brokers, now.Sub(s.waitSince).Round(time.Second), oneLine(cause))
+	if first || now.Sub(s.waitSaid) >= kafkaWaitRepeat {
+		s.t.logf("%v", err)
+		s.waitSaid = now
+	}
+	s.setStage(StageRetrying, err)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -194,5 +195,50 @@ func (k *KafkaInstance) AddACLs(ctx context.Context, acls ...KafkaACL) error {
 			return fmt.Errorf("sandbox kafka %s: create ACL %+v: %w", k.Name, acls[i], err)
 		}
 	}
-	return nil
+	return k.waitACLs(ctx, cl, req.Creations)
+}
+
+// waitACLs returns once the broker's authorizer holds every ACL created:
+// in KRaft mode CreateAcls answers when the controller has committed
+// them, and the broker applies them from the metadata log a little later,
+// so a client right after could still be refused.
+func (k *KafkaInstance) waitACLs(ctx context.Context, cl *kgo.Client, want []kmsg.CreateACLsRequestCreation) error {
+	type key struct {
+		rt        kmsg.ACLResourceType
+		name      string
+		principal string
+		op        kmsg.ACLOperation
+	}
+	for {
+		req := kmsg.NewPtrDescribeACLsRequest()
+		req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+		req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return fmt.Errorf("sandbox kafka %s: describe ACLs: %w", k.Name, err)
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return fmt.Errorf("sandbox kafka %s: describe ACLs: %w", k.Name, err)
+		}
+		have := map[key]bool{}
+		for _, r := range resp.Resources {
+			for _, a := range r.ACLs {
+				have[key{r.ResourceType, r.ResourceName, a.Principal, a.Operation}] = true
+			}
+		}
+		missing := 0
+		for _, c := range want {
+			if !have[key{c.ResourceType, c.ResourceName, c.Principal, c.Operation}] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox kafka %s: %d created ACLs not applied by the broker: %w", k.Name, missing, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
+	"github.com/sluice-db/sluice/sink/kafka"
 )
 
 // TestKafkaACLsAndSASL runs the real sluice binary against a broker whose
@@ -165,6 +166,15 @@ func TestKafkaACLsAndSASL(t *testing.T) {
 	seeded := checkpoint()
 	if seeded == "" {
 		t.Fatal("no checkpoint of the task in " + offsets)
+	}
+
+	// When franz-go fails the records of both topics with the refusal,
+	// the sink asks the broker which one it may not write.
+	kc := kafka.DefaultConfig(schema)
+	kc.Brokers, kc.TopicPrefix = []string{k.Addr()}, schema
+	kc.SASL = &kafka.SASL{Mechanism: kafka.SASLPlain, User: sandbox.KafkaSluiceUser, Password: kafka.Secret(creds[sandbox.KafkaSluiceUser])}
+	if got, err := kafka.RefusedTopic(ctx, kc, []string{offsets, okTopic, noTopic}); err != nil || got != noTopic {
+		t.Fatalf("the topic the broker refuses: got %q (%v), want %s", got, err, noTopic)
 	}
 
 	// Granted WRITE, with SCRAM: both rows, once.

@@ -98,6 +98,14 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	// The broker is shared: if this test fails while it is down, it
+	// comes back for the tests after this one.
+	isDown := true
+	t.Cleanup(func() {
+		if isDown {
+			sandboxtest.RestartKafka(t, k)
+		}
+	})
 	// The outage itself is the 30 s (not a wait for progress).
 	// Within it the task must say that it waits, and must not stop.
 	var said string
@@ -116,6 +124,7 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 	}
 	restart := time.Now()
 	sandboxtest.RestartKafka(t, k)
+	isDown = false
 	back := time.Now()
 	waitTxns(st.Status().Txns+20, "after the broker came back")
 	// The status loop notices within a tick that the wait is over.

@@ -73,8 +73,9 @@ type Sink struct {
 	statsMu  sync.Mutex
 	stats    Stats
 	errMu    sync.Mutex
-	firstErr error // of a produced record (errMu: promises run on the client's goroutines)
-	w        watch // the brokers' answers, for Waiting
+	firstErr error           // of a produced record (errMu: promises run on the client's goroutines)
+	refused  map[string]bool // topics whose records failed with TOPIC_AUTHORIZATION_FAILED (errMu)
+	w        watch           // the brokers' answers, for Waiting
 
 	done    chan struct{}
 	err     error
@@ -437,10 +438,17 @@ func (s *Sink) promise(r *kgo.Record, err error) {
 		s.w.ack()
 		return
 	}
+	s.errMu.Lock()
 	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		// franz-go fails every record of a refused AddPartitionsToTxn
+		// with the refusal, the topics the sink may write too: which of
+		// them is refused is asked of the broker (refusedTopic).
+		if s.refused == nil {
+			s.refused = map[string]bool{}
+		}
+		s.refused[r.Topic] = true
 		err = s.authErr(r.Topic, "WRITE", err)
 	}
-	s.errMu.Lock()
 	// A refusal names its topic and its fix: it wins over the errors of
 	// the records that failed along with it (OPERATION_NOT_ATTEMPTED).
 	if s.firstErr == nil || errors.Is(err, ErrNotAuthorized) && !errors.Is(s.firstErr, ErrNotAuthorized) {
@@ -477,7 +485,7 @@ func (s *Sink) commitLocked(ctx context.Context) error {
 	}
 	if ferr != nil {
 		s.abortLocked()
-		return s.produceErr(ferr)
+		return s.produceErr(ctx, ferr)
 	}
 	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		s.abortLocked()
@@ -501,7 +509,20 @@ func (s *Sink) commitLocked(ctx context.Context) error {
 // taken as a missing topic: a restarting broker answers it while it loads
 // its logs. The sink restarts, and its next Open checks each topic again
 // (ensureTopic), which tells a missing topic from a slow broker.
-func (s *Sink) produceErr(err error) error {
+func (s *Sink) produceErr(ctx context.Context, err error) error {
+	if errors.Is(err, ErrNotAuthorized) {
+		s.errMu.Lock()
+		refused := make([]string, 0, len(s.refused))
+		for t := range s.refused {
+			refused = append(refused, t)
+		}
+		s.errMu.Unlock()
+		if len(refused) > 1 {
+			if topic := s.refusedTopic(ctx, refused); topic != "" {
+				return s.authErr(topic, "WRITE", kerr.TopicAuthorizationFailed)
+			}
+		}
+	}
 	return s.brokerErr("write", err)
 }
 

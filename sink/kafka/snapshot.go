@@ -59,7 +59,7 @@ func (s *Sink) SnapshotRow(ctx context.Context, tb *sluice.Table, row []any) err
 	s.batch.Events++
 	s.produce(ctx, &kgo.Record{Topic: p.topic, Key: s.enc.recordKey(tb, row), Value: value})
 	if err := s.produceFailed(); err != nil {
-		return s.produceErr(err)
+		return s.produceErr(ctx, err)
 	}
 	return nil
 }

@@ -79,3 +79,11 @@ func (s *Sink) Waiting() (since time.Time, cause error) {
 	}
 	return since, ErrNoAnswer
 }
+
+// Unreachable tells whether err is Kafka not answering (a refused or
+// failed connection, a timeout, no answer): a wait the task rides out and
+// reports as such, not a failure of the sink.
+func Unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, ErrNoAnswer)
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -92,6 +95,40 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int32, 
 func (s *Sink) authErr(topic, op string, err error) error {
 	return &sluice.Error{Op: "kafka sink: write to topic " + topic, Err: fmt.Errorf("%w: %s may not %s it: %v", ErrNotAuthorized, s.principal(), op, err),
 		Hint: "grant it: kafka-acls.sh --bootstrap-server " + s.cfg.Brokers[0] + " --add --allow-principal " + s.principal() + " --operation Write --operation Describe --topic " + topic}
+}
+
+// refusedTopic asks the broker which of topics the sink's principal may
+// not WRITE (the operations the broker authorizes, KIP-430), and returns
+// the first such one in sorted order, or "" when the broker does not say.
+func (s *Sink) refusedTopic(ctx context.Context, topics []string) string {
+	sort.Strings(topics)
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	req.IncludeTopicAuthorizedOperations = true
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(mctx, s.cl)
+	if err != nil {
+		return ""
+	}
+	mayWrite := map[string]bool{}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 && t.AuthorizedOperations != math.MinInt32 {
+			mayWrite[*t.Topic] = t.AuthorizedOperations&(1<<int(kmsg.ACLOperationWrite)) != 0
+		} else if t.Topic != nil && errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.TopicAuthorizationFailed) {
+			mayWrite[*t.Topic] = false
+		}
+	}
+	for _, t := range topics {
+		if w, ok := mayWrite[t]; ok && !w {
+			return t
+		}
+	}
+	return ""
 }
 
 // principal is the sink's Kafka principal as ACLs name it.
