@@ -109,6 +109,11 @@ func printStatus(w io.Writer, s replicate.Status, running bool, dir string) {
 	row("events/s", fmt.Sprintf("%.0f", s.EventsPerSec))
 	row("txns/s", fmt.Sprintf("%.0f", s.TxnsPerSec))
 	row("totals", fmt.Sprintf("%d events, %d transactions, %d rows, %d DDL", s.Events, s.Txns, s.Rows, s.DDL))
+	if s.KafkaTxns > 0 {
+		// A sink task: how many Kafka transactions carried those source
+		// transactions (each with its checkpoint).
+		row("kafka", fmt.Sprintf("%d transactions committed, with the checkpoint in each", s.KafkaTxns))
+	}
 	row("relay log", fmt.Sprintf("%d files in %s", s.RelayFiles, filepath.Join(dir, "relay")))
 	row("reconnects", fmt.Sprintf("%d to the source, %d applier restarts", s.Reconnects, s.Restarts))
 	if running && s.MetricsAddr != "" {

@@ -58,6 +58,14 @@ func TestStatusIsAHealthCheck(t *testing.T) {
 			t.Errorf("stage %s: the status was not printed:\n%s", tc.stage, out)
 		}
 	}
+	// A Kafka sink task's status says how many Kafka transactions it
+	// committed.
+	if err := replicate.WriteStatus(state, replicate.Status{Task: "hc", Stage: replicate.StageStopped, Txns: 40, KafkaTxns: 3, Updated: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := run(); !strings.Contains(out, "kafka:       3 transactions committed") {
+		t.Errorf("a sink task's status does not show its Kafka transactions:\n%s", out)
+	}
 	if err := healthError(replicate.Status{Task: "hc", Stage: replicate.StageRunning}, true); err != nil {
 		t.Errorf("a running task: %v", err)
 	}
