@@ -85,6 +85,18 @@ func SinkFromTask(tc *task.Config) (Config, kafka.Config, error) {
 			kc.SASL.Mechanism = kafka.SASLPlain
 		}
 	}
+	if t := ks.TLS; t != nil && t.Mode != "disabled" {
+		tt := *t
+		if tt.Mode == "" {
+			tt.Mode = "verify-identity"
+		}
+		// No host: franz-go names each broker it dials (ServerName).
+		cfg, _, err := dbconn.TLSConfig(sluice.Endpoint{TLS: tt}, "sink.kafka")
+		if err != nil {
+			return rc, kc, err
+		}
+		kc.TLS = cfg
+	}
 	return rc, kc, kc.Validate()
 }
 

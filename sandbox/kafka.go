@@ -51,6 +51,11 @@ type KafkaConfig struct {
 	// sluice) and turns ACLs on (kafkasasl.go). It is chosen when the
 	// instance is created.
 	SASL bool
+	// TLSPort, when not 0, adds a TLS listener on 127.0.0.1 (SSL, or
+	// SASL_SSL with SASL) whose certificate a CA of the sandbox signs
+	// (KafkaInstance.CAFile); the plain listener stays for the sandbox's
+	// own clients.
+	TLSPort int
 }
 
 // DefaultKafkaConfig returns the defaults: port 9092, 512 MB heap, topics
@@ -86,6 +91,9 @@ func (c KafkaConfig) Validate() error {
 	if c.ControllerPort < 0 || c.ControllerPort > 65535 || c.ControllerPort == c.Port {
 		return bad(fmt.Sprintf("invalid controller port %d", c.ControllerPort), "use another --controller-port, or 0 for a free one")
 	}
+	if c.TLSPort < 0 || c.TLSPort > 65535 || c.TLSPort != 0 && (c.TLSPort == c.Port || c.TLSPort == c.ControllerPort) {
+		return bad(fmt.Sprintf("invalid TLS port %d", c.TLSPort), "use a --tls-port of its own, or none")
+	}
 	if c.Dir == "" || c.Cache == "" {
 		return bad("empty state or cache directory", "set --dir or SLUICE_HOME")
 	}
@@ -106,7 +114,20 @@ type KafkaInstance struct {
 	Home           string `json:"home"`
 	Libs           string `json:"libs"`
 	SASL           bool   `json:"sasl,omitempty"`
+	TLSPort        int    `json:"tls_port,omitempty"`
 }
+
+// TLSAddr is the TLS listener's host:port ("" without one).
+func (k *KafkaInstance) TLSAddr() string {
+	if k.TLSPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(k.TLSPort))
+}
+
+// CAFile is the CA certificate that signed the TLS listener's certificate
+// (for sink.kafka.tls.ca).
+func (k *KafkaInstance) CAFile() string { return filepath.Join(k.Home, "tls", "ca.pem") }
 
 // Addr is the broker's host:port for clients.
 func (k *KafkaInstance) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(k.Port)) }
@@ -140,7 +161,7 @@ func KafkaUp(ctx context.Context, c KafkaConfig) (*KafkaInstance, error) {
 		return nil, err
 	}
 	op := "sandbox kafka up " + c.Name
-	k := &KafkaInstance{Name: c.Name, Port: c.Port, ControllerPort: c.ControllerPort, Home: home, SASL: c.SASL}
+	k := &KafkaInstance{Name: c.Name, Port: c.Port, ControllerPort: c.ControllerPort, Home: home, SASL: c.SASL, TLSPort: c.TLSPort}
 	if prev, err := LoadKafka(c.Dir, c.Name); err == nil {
 		if prev.Port != c.Port {
 			return nil, &sluice.Error{Op: op, Err: fmt.Errorf("%w: instance exists on port %d", sluice.ErrConfig, prev.Port),
@@ -149,6 +170,10 @@ func KafkaUp(ctx context.Context, c KafkaConfig) (*KafkaInstance, error) {
 		if prev.SASL != c.SASL {
 			return nil, &sluice.Error{Op: op, Err: fmt.Errorf("%w: instance exists with sasl %v", sluice.ErrConfig, prev.SASL),
 				Hint: fmt.Sprintf("start it as it was created (--sasl=%v), or remove it with 'sluice sandbox kafka down --name %s --purge'", prev.SASL, c.Name)}
+		}
+		if prev.TLSPort != c.TLSPort {
+			return nil, &sluice.Error{Op: op, Err: fmt.Errorf("%w: instance exists with TLS port %d", sluice.ErrConfig, prev.TLSPort),
+				Hint: fmt.Sprintf("start it as it was created (--tls-port %d), or remove it with 'sluice sandbox kafka down --name %s --purge'", prev.TLSPort, c.Name)}
 		}
 		k = prev
 		if _, ok := k.Running(); ok {
@@ -185,6 +210,14 @@ func KafkaUp(ctx context.Context, c KafkaConfig) (*KafkaInstance, error) {
 	var creds KafkaCredentials
 	if k.SASL {
 		if creds, err = k.ensureCredentials(); err != nil {
+			return nil, err
+		}
+	}
+	if k.TLSPort != 0 {
+		if err := checkPortFree(k.TLSPort); err != nil {
+			return nil, &sluice.Error{Op: op, Err: err, Hint: "choose another --tls-port"}
+		}
+		if err := k.writeKeystore(); err != nil {
 			return nil, err
 		}
 	}
@@ -271,6 +304,9 @@ func renderKafkaProps(k *KafkaInstance, c KafkaConfig, creds KafkaCredentials) s
 	}
 	if k.SASL {
 		listeners = saslProps(k, creds)
+	}
+	if k.TLSPort != 0 {
+		listeners = tlsProps(k, listeners)
 	}
 	lines := append([]string{
 		"process.roles=broker,controller",

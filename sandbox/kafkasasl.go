@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -241,4 +242,51 @@ func (k *KafkaInstance) waitACLs(ctx context.Context, cl *kgo.Client, want []kms
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// writeKeystore makes the TLS listener's certificate (makeCerts) and its
+// PEM keystore: Kafka reads the key and the chain from one file
+// (ssl.keystore.type=PEM, an unencrypted PKCS#8 key).
+func (k *KafkaInstance) writeKeystore() error {
+	dir := filepath.Join(k.Home, "tls")
+	_, cert, key, err := makeCerts(dir, "sluice sandbox CA "+k.Name)
+	if err != nil {
+		return err
+	}
+	kb, err := os.ReadFile(key)
+	if err != nil {
+		return err
+	}
+	cb, err := os.ReadFile(cert)
+	if err != nil {
+		return err
+	}
+	return writePrivate(filepath.Join(dir, "keystore.pem"), append(kb, cb...))
+}
+
+// tlsProps adds the TLS listener to the listener lines: SSL, or SASL_SSL
+// with the same logins as the SASL listener.
+func tlsProps(k *KafkaInstance, lines []string) []string {
+	proto := "SSL"
+	if k.SASL {
+		proto = "SASL_SSL"
+	}
+	addr := "TLS://127.0.0.1:" + strconv.Itoa(k.TLSPort)
+	var out []string
+	for _, l := range lines {
+		switch key, _, _ := strings.Cut(l, "="); {
+		case key == "listeners" || key == "advertised.listeners":
+			l += "," + addr
+		case key == "listener.security.protocol.map":
+			l += ",TLS:" + proto
+		case strings.HasPrefix(key, "listener.name.client.") && strings.HasSuffix(key, ".sasl.jaas.config"):
+			// The TLS listener logs users in as the plain one does.
+			out = append(out, "listener.name.tls."+strings.TrimPrefix(l, "listener.name.client."))
+		}
+		out = append(out, l)
+	}
+	return append(out,
+		"ssl.keystore.type=PEM",
+		"ssl.keystore.location="+filepath.Join(k.Home, "tls", "keystore.pem"),
+		"ssl.client.auth=none")
 }

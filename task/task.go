@@ -179,6 +179,11 @@ type KafkaSink struct {
 	Partitions int32 `yaml:"partitions"`
 	// SASL logs in to the brokers (none when absent).
 	SASL *KafkaSASL `yaml:"sasl"`
+	// TLS encrypts the connections to the brokers (none when absent):
+	// mode verify-identity (the default), verify-ca or required; ca is the
+	// CA that signed the brokers' certificates (default: the system's),
+	// cert and key a client certificate (ssl.client.auth).
+	TLS *sluice.TLS `yaml:"tls"`
 }
 
 // KafkaSASL is sink.kafka.sasl: the SASL login of the Kafka sink.
@@ -438,6 +443,16 @@ func (c *Config) Validate() error {
 			}
 			if a.User == "" {
 				return bad("sink.kafka.sasl.user", "is empty (sasl: {mechanism: PLAIN, user: U, password: ${VAR}})")
+			}
+		}
+		if t := c.Sink.Kafka.TLS; t != nil {
+			switch t.Mode {
+			case "", "disabled", "required", "verify-ca", "verify-identity":
+			default:
+				// No "preferred": a Kafka listener speaks TLS or it does
+				// not, and falling back to plaintext would send the SASL
+				// password in clear.
+				return bad("sink.kafka.tls.mode", "must be verify-identity (the default), verify-ca, required or disabled")
 			}
 		}
 		switch c.Sink.Kafka.Format {

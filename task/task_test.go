@@ -174,3 +174,23 @@ func TestServeSection(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaSinkTLS: sink.kafka.tls parses, and a mode that could fall
+// back to plaintext (preferred) or is unknown is refused with the fix.
+func TestKafkaSinkTLS(t *testing.T) {
+	head := "name: x\nsource: {host: h, port: 3306, user: u}\ntables: {include: [\"a.*\"]}\nsink: {kafka: {brokers: [\"k:9093\"], topic-prefix: p, "
+	c, err := Parse([]byte(head + "tls: {ca: /etc/ca.pem}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl := c.Sink.Kafka.TLS; tl == nil || tl.CA != "/etc/ca.pem" || tl.Mode != "" {
+		t.Fatalf("sink.kafka.tls: %+v", c.Sink.Kafka.TLS)
+	}
+	for _, mode := range []string{"preferred", "on"} {
+		_, err := Parse([]byte(head + "tls: {mode: " + mode + "}}}\n"))
+		var se *sluice.Error
+		if !errors.As(err, &se) || !errors.Is(err, sluice.ErrConfig) || !strings.Contains(err.Error(), "sink.kafka.tls.mode") || !strings.Contains(err.Error(), "verify-identity") || se.Hint == "" {
+			t.Errorf("tls mode %s: %v, want a config error naming sink.kafka.tls.mode", mode, err)
+		}
+	}
+}

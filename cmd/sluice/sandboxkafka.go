@@ -40,6 +40,9 @@ work on this one broker.`,
 				return err
 			}
 			fmt.Fprintln(c.OutOrStdout(), k.Addr())
+			if k.TLSPort != 0 {
+				fmt.Fprintf(c.OutOrStdout(), "TLS on %s, CA %s\n", k.TLSAddr(), k.CAFile())
+			}
 			if k.SASL {
 				fmt.Fprintf(c.OutOrStdout(), "SASL users %s (super user) and %s: passwords in %s (mode 0600)\n",
 					sandbox.KafkaAdminUser, sandbox.KafkaSluiceUser, filepath.Join(k.Home, "sasl.json"))
@@ -55,6 +58,7 @@ work on this one broker.`,
 	f.BoolVar(&up.AutoCreateTopics, "auto-create-topics", up.AutoCreateTopics, "auto.create.topics.enable")
 	f.StringArrayVar(&up.Options, "option", nil, "extra server.properties line, key=value (repeatable)")
 	f.BoolVar(&up.SASL, "sasl", false, "clients authenticate with SASL (PLAIN, SCRAM-SHA-256/512; users admin and sluice) and ACLs apply (StandardAuthorizer); chosen at creation")
+	f.IntVar(&up.TLSPort, "tls-port", 0, "also listen with TLS (SSL, or SASL_SSL with --sasl) on 127.0.0.1:PORT, with a certificate signed by the instance's CA (NAME/tls/ca.pem); chosen at creation")
 	f.DurationVar(&up.StartTimeout, "timeout", up.StartTimeout, "how long to wait for the broker to serve clients")
 
 	var name string

@@ -55,7 +55,8 @@ func StartOwnKafka(tb testing.TB, opts ...string) *sandbox.KafkaInstance {
 
 // StartOwnSASLKafka starts a broker for one test whose clients
 // authenticate with SASL and whose ACLs apply (sandbox.KafkaConfig.SASL):
-// connect with k.AdminOpts(), grant with k.AddACLs.
+// connect with k.AdminOpts(), grant with k.AddACLs. It also listens with
+// TLS (SASL_SSL) on k.TLSAddr(), its CA in k.CAFile().
 func StartOwnSASLKafka(tb testing.TB) *sandbox.KafkaInstance {
 	tb.Helper()
 	k, stop, err := newKafka(true)
@@ -90,6 +91,11 @@ func newKafka(sasl bool, opts ...string) (*sandbox.KafkaInstance, func(), error)
 		c := sandbox.DefaultKafkaConfig()
 		c.Dir, c.Name, c.Port, c.AutoCreateTopics, c.Options, c.DieWithParent = dir, "kafka", port, false, opts, true
 		c.Heap, c.SASL = "384m", sasl
+		if sasl {
+			if c.TLSPort, err = sandbox.FreePort(); err != nil {
+				return nil, nil, err
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		k, err := sandbox.KafkaUp(ctx, c)
 		cancel()
@@ -113,6 +119,7 @@ func RestartKafka(tb testing.TB, k *sandbox.KafkaInstance) {
 	tb.Helper()
 	c := sandbox.DefaultKafkaConfig()
 	c.Dir, c.Name, c.Port, c.AutoCreateTopics, c.DieWithParent, c.Heap = filepath.Dir(k.Home), k.Name, k.Port, false, true, "384m"
+	c.SASL, c.TLSPort, c.ControllerPort = k.SASL, k.TLSPort, k.ControllerPort
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := sandbox.KafkaUp(ctx, c); err != nil {

@@ -29,8 +29,10 @@ import (
 //     line naming the topic, the permission and the kafka-acls command
 //     that grants it, and nothing of the source transaction (which also
 //     changed a table the user may write) committed;
-//   - once granted, the same task (now with SCRAM-SHA-512) commits both
-//     rows, once.
+//   - over TLS, a broker certificate of an unknown CA: exit non-zero with
+//     one line naming sink.kafka.tls.ca;
+//   - once granted, the same task (now with SCRAM-SHA-512, over TLS with
+//     the sandbox's CA) commits both rows, once.
 //
 // No password may appear in the output or the status file.
 func TestKafkaACLsAndSASL(t *testing.T) {
@@ -80,9 +82,16 @@ func TestKafkaACLsAndSASL(t *testing.T) {
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
 	taskFile := filepath.Join(dir, "task.yaml")
-	writeTask := func(mech string) {
+	// writeTask points the task at the plain SASL listener, or with tls
+	// (a sink.kafka.tls map) at the SASL_SSL one.
+	writeTask := func(mech, tls string) {
 		extra := fmt.Sprintf(", sasl: {mechanism: %s, user: %s, password: '${KAFKA_PW}'}", mech, sandbox.KafkaSluiceUser)
-		if err := os.WriteFile(taskFile, []byte(sinkTaskYAML(schema, stateDir, k.Addr(), srcInst.Port, start, extra)), 0o644); err != nil {
+		addr := k.Addr()
+		if tls != "" {
+			extra += ", tls: " + tls
+			addr = k.TLSAddr()
+		}
+		if err := os.WriteFile(taskFile, []byte(sinkTaskYAML(schema, stateDir, addr, srcInst.Port, start, extra)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,7 +132,7 @@ func TestKafkaACLsAndSASL(t *testing.T) {
 	}
 
 	// A wrong password.
-	writeTask("PLAIN")
+	writeTask("PLAIN", "")
 	line, _, code := run("wrong-pw-7f3a")
 	oneLine("wrong password", line, "SASL authentication failed", `"sluice"`, "PLAIN", "password")
 	if code == 0 {
@@ -177,11 +186,21 @@ func TestKafkaACLsAndSASL(t *testing.T) {
 		t.Fatalf("the topic the broker refuses: got %q (%v), want %s", got, err, noTopic)
 	}
 
-	// Granted WRITE, with SCRAM: both rows, once.
+	// Over TLS, a broker certificate the system's CAs did not sign: one
+	// line naming the fix, nothing retried forever.
+	writeTask("SCRAM-SHA-512", "{}")
+	line, _, code = run(creds[sandbox.KafkaSluiceUser])
+	oneLine("TLS, unknown CA", line, "TLS certificate", "sink.kafka.tls.ca")
+	if code == 0 {
+		t.Fatal("TLS, unknown CA: exit code 0")
+	}
+
+	// Granted WRITE, with SCRAM over TLS (the sandbox's CA, the broker's
+	// name checked): both rows, once.
 	if err := k.AddACLs(ctx, acl(kmsg.ACLResourceTypeTopic, noTopic, kmsg.ACLOperationWrite)...); err != nil {
 		t.Fatal(err)
 	}
-	writeTask("SCRAM-SHA-512")
+	writeTask("SCRAM-SHA-512", "{ca: "+k.CAFile()+"}")
 	cmd := exec.Command(bin, "migrate", "--config", taskFile, "--mode", "incremental")
 	cmd.Env = append(os.Environ(), "KAFKA_PW="+creds[sandbox.KafkaSluiceUser])
 	var so, se bytes.Buffer

@@ -11,6 +11,7 @@
 package kafka
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"time"
@@ -60,6 +61,8 @@ type Config struct {
 	SnapshotTimeout time.Duration
 	// SASL authenticates the connections (nil: none).
 	SASL *SASL
+	// TLS encrypts the connections (nil: plaintext).
+	TLS *tls.Config
 }
 
 // SASL mechanisms the sink speaks.

@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
@@ -145,7 +147,14 @@ func (s *Sink) brokerErr(op string, err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
+	var verr *tls.CertificateVerificationError
+	var herr x509.HostnameError
 	switch {
+	case errors.As(err, &verr), errors.As(err, &herr):
+		// Not a broker that is away: no retry makes the certificate
+		// valid.
+		return &sluice.Error{Op: "kafka sink: " + op, Err: fmt.Errorf("%w: the TLS certificate of the brokers %v: %v", sluice.ErrConfig, s.cfg.Brokers, err),
+			Hint: "set sink.kafka.tls.ca to the CA that signed the brokers' certificates, and list the brokers by a name or address their certificates carry (or tls.mode: verify-ca)"}
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
 		user, mech := "", ""
 		if s.cfg.SASL != nil {
@@ -195,6 +204,9 @@ func (s *Sink) connOpts() []kgo.Opt {
 			m = plain.Auth{User: a.User, Pass: string(a.Password)}.AsMechanism()
 		}
 		opts = append(opts, kgo.SASL(m))
+	}
+	if s.cfg.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(s.cfg.TLS.Clone()))
 	}
 	return opts
 }
