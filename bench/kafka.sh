@@ -28,6 +28,10 @@
 # Env: TXNS (100000) ROUNDS (3) THREADS (8: sysbench's) TABLES (4) TABLE_SIZE (10000)
 #      LIVE_SECS (30; 0: no live row) LIVE_RATE (1000 TPS) BUFFER_POOL (512M)
 #      SLUICE (bin/sluice) OUT (bench/out/kafka.md) TIMEOUT (15m per peer and round)
+#      DEBEZIUM (1; 0: sluice alone, from the binlog position before the
+#      backlog, no live row: for comparing sluice builds, with SLUICE_B)
+#      SLUICE_B (unset; another sluice binary, run in every round as the
+#      peer sluice-b on topics sb.*: an A/B of two builds in the same run)
 set -euo pipefail
 
 if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
@@ -48,11 +52,15 @@ BUFFER_POOL=${BUFFER_POOL:-512M}
 SLUICE=${SLUICE:-$PWD/bin/sluice}
 OUT=${OUT:-$PWD/bench/out/kafka.md}
 TIMEOUT=${TIMEOUT:-15m}
+DEBEZIUM=${DEBEZIUM:-1}
+SLUICE_B=${SLUICE_B:-}
 
 for tool in java mvn sysbench mariadb mariadb-binlog go; do
   command -v "$tool" >/dev/null || { echo "bench-kafka: $tool is missing (run 'make deps')" >&2; exit 2; }
 done
 [ -x "$SLUICE" ] || { echo "bench-kafka: $SLUICE is missing (run 'make build')" >&2; exit 2; }
+[ -z "$SLUICE_B" ] || [ -x "$SLUICE_B" ] || { echo "bench-kafka: SLUICE_B=$SLUICE_B is not an executable" >&2; exit 2; }
+case "$DEBEZIUM" in 0|1) ;; *) echo "bench-kafka: DEBEZIUM=$DEBEZIUM: give 0 or 1" >&2; exit 2 ;; esac
 for v in TXNS ROUNDS THREADS TABLES TABLE_SIZE LIVE_SECS LIVE_RATE; do
   case "${!v}" in ''|*[!0-9]*) echo "bench-kafka: $v=${!v}: give a whole number" >&2; exit 2 ;; esac
 done
@@ -145,6 +153,9 @@ EOF
 }
 CONNECT="java -Xms256M -Xmx2G -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true -cp '$LIBS/*' org.apache.kafka.connect.cli.ConnectStandalone $DBZ/worker.properties $DBZ/dbz.properties"
 
+if [ "$DEBEZIUM" = 0 ]; then
+  read -r F0 P0 _ < <(sql "$SRC_PORT" "SHOW MASTER STATUS")
+else
 echo "== priming Debezium (snapshot.mode=no_data: the schema and the binlog position, no rows)"
 dbz_props no_data
 sh -c "exec $CONNECT" >"$DBZ/prime.log" 2>&1 &
@@ -161,6 +172,7 @@ read -r F0 P0 < <(sed -n "s/.*using binlog '\([^']*\)' at position '\([0-9]*\)'.
 [ -n "${P0:-}" ] || { echo "bench-kafka: no snapshot position in Debezium's log ($DBZ/prime.log)" >&2; exit 2; }
 cp "$DBZ/offsets.dat" "$DBZ/offsets.prime"; cp "$DBZ/history.dat" "$DBZ/history.prime"
 dbz_props no_data # with an offset, Connect resumes from it: no snapshot
+fi
 
 echo "== backlog: sysbench oltp_write_only, $TXNS transactions at $THREADS threads, from $F0:$P0"
 SBOUT=$(sysbench oltp_write_only "${SB[@]}" --threads="$THREADS" --events="$TXNS" --time=0 run)
@@ -174,31 +186,42 @@ run_debezium() { # round
   cp "$DBZ/offsets.prime" "$DBZ/offsets.dat"; cp "$DBZ/history.prime" "$DBZ/history.dat"
   "${KB[@]}" -part backlog -round "$1" -expect "$N" -peer "name=debezium,prefix=dbz,committed=0,log=$DBZ/round$1.log,cmd=$CONNECT"
 }
-sluice_task() { # name file pos
+sluice_task() { # name file pos [peer prefix binary]
+  local peer=${4:-sluice} prefix=${5:-sk} bin=${6:-$SLUICE}
   mkdir -p "$WORK/$1"
   cat >"$WORK/$1/task.yaml" <<EOF
 name: $1
 dir: $WORK/$1/state
 source: {host: 127.0.0.1, port: $SRC_PORT, user: root, password: ""}
 sink:
-  kafka: {brokers: [$BROKER], topic-prefix: sk}
+  kafka: {brokers: [$BROKER], topic-prefix: $prefix}
 tables: {include: ["sbtest.*", "bench.*"]}
 incremental: {binlog-file: $2, binlog-pos: $3, metrics-addr: ""}
 EOF
-  echo "name=sluice,prefix=sk,committed=1,log=$WORK/$1/sluice.log,cmd=$SLUICE migrate --config $WORK/$1/task.yaml --mode incremental"
+  echo "name=$peer,prefix=$prefix,committed=1,log=$WORK/$1/sluice.log,cmd=$bin migrate --config $WORK/$1/task.yaml --mode incremental"
 }
 run_sluice() { # round
   "${KB[@]}" -part backlog -round "$1" -expect "$N" -peer "$(sluice_task "sk$1" "$F0" "$P0")"
 }
+run_sluice_b() { # round
+  [ -z "$SLUICE_B" ] || "${KB[@]}" -part backlog -round "$1" -expect "$N" -peer "$(sluice_task "sb$1" "$F0" "$P0" sluice-b sb "$SLUICE_B")"
+}
+run_peer() { # round peer
+  case $2 in
+    sluice) run_sluice "$1" ;;
+    sluice-b) run_sluice_b "$1" ;;
+    debezium) [ "$DEBEZIUM" = 0 ] || run_debezium "$1" ;;
+  esac
+}
 for r in $(seq 1 "$ROUNDS"); do
   if [ $((r % 2)) = 1 ]; then
-    echo "== round $r/$ROUNDS: sluice, then Debezium"; run_sluice "$r"; run_debezium "$r"
+    echo "== round $r/$ROUNDS: sluice, then the others"; run_peer "$r" sluice; run_peer "$r" sluice-b; run_peer "$r" debezium
   else
-    echo "== round $r/$ROUNDS: Debezium, then sluice"; run_debezium "$r"; run_sluice "$r"
+    echo "== round $r/$ROUNDS: the others, then sluice"; run_peer "$r" debezium; run_peer "$r" sluice-b; run_peer "$r" sluice
   fi
 done
 
-if [ "$LIVE_SECS" -gt 0 ]; then
+if [ "$LIVE_SECS" -gt 0 ] && [ "$DEBEZIUM" = 1 ]; then
   read -r F2 P2 _ < <(sql "$SRC_PORT" "SHOW MASTER STATUS")
   echo "== live: both peers at once, sysbench oltp_write_only ${LIVE_SECS}s at $LIVE_RATE TPS, heartbeats every 10 ms"
   # Debezium resumes from where its last round stopped (the end of the
