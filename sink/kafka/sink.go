@@ -51,8 +51,10 @@ type Stats struct {
 
 // Sink writes the stream to Kafka. Write is called from one goroutine; a
 // background committer ends Kafka transactions between source
-// transactions. After any error the Sink is done: Close it and Open a new
-// one, which resumes from the last committed position.
+// transactions. A commit runs in its own goroutine while Write goes on
+// encoding the next transactions into a staged buffer (commit.go). After
+// any error the Sink is done: Close it and Open a new one, which resumes
+// from the last committed position.
 type Sink struct {
 	cfg Config
 	cl  *kgo.Client
@@ -60,7 +62,8 @@ type Sink struct {
 
 	mu       sync.Mutex
 	topics   map[string]bool
-	inKafka  bool      // a Kafka transaction is open
+	inKafka  bool      // a Kafka transaction is open (begun in the client, or staged while a commit is in flight)
+	inClient bool      // the client has a transaction open (BeginTransaction called, not ended)
 	inSource bool      // between a source Begin and its Commit
 	began    time.Time // when the open Kafka transaction began
 	meta     txnMeta
@@ -68,6 +71,11 @@ type Sink struct {
 	last     sluice.Position // end of the last source transaction written
 	batch    Stats           // counts of the open Kafka transaction
 	state    []byte          // schema state to write with the next commit
+	// The commit in flight (nil: none) and the records of the next Kafka
+	// transaction built meanwhile, not yet produced (commit.go).
+	flight      *flight
+	staged      []*kgo.Record
+	stagedBytes int
 	// stats is written under mu and statsMu, read under either: Stats
 	// must answer while a write holds mu waiting for a broker that is down.
 	statsMu  sync.Mutex
@@ -81,6 +89,7 @@ type Sink struct {
 	err     error
 	errOnce sync.Once
 	stop    chan struct{}
+	kick    chan struct{} // a flight is done: the committer lands it
 	// stopCtx ends with Close, so that a commit of the committer waiting
 	// for a broker that is gone does not hold Close (and a shutdown) up.
 	stopCtx    context.Context
@@ -93,7 +102,7 @@ func New(cfg Config) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, enc: newEncoder(cfg), topics: map[string]bool{}, done: make(chan struct{}), stop: make(chan struct{})}
+	s := &Sink{cfg: cfg, enc: newEncoder(cfg), topics: map[string]bool{}, done: make(chan struct{}), stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	s.stopCtx, s.stopCancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -280,12 +289,18 @@ func (s *Sink) Seed(ctx context.Context, pos sluice.Position, state []byte) erro
 	return s.commitLocked(ctx)
 }
 
+// beginLocked opens the next Kafka transaction. While a commit is in
+// flight the client cannot begin one: the transaction is opened in the
+// client when the commit lands (landLocked), and its records wait staged.
 func (s *Sink) beginLocked() error {
 	if s.inKafka {
 		return nil
 	}
-	if err := s.cl.BeginTransaction(); err != nil {
-		return s.brokerErr("begin a transaction", err)
+	if s.flight == nil {
+		if err := s.cl.BeginTransaction(); err != nil {
+			return s.brokerErr("begin a transaction", err)
+		}
+		s.inClient = true
 	}
 	s.inKafka, s.began, s.batch = true, time.Now(), Stats{}
 	return nil
@@ -298,7 +313,11 @@ func (s *Sink) Write(ctx context.Context, it sluice.StreamItem) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.write(ctx, &it); err != nil {
+	err := s.pollLocked(ctx)
+	if err == nil {
+		err = s.write(ctx, &it)
+	}
+	if err != nil {
 		s.fail(err)
 		return err
 	}
@@ -328,7 +347,7 @@ func (s *Sink) write(ctx context.Context, it *sluice.StreamItem) error {
 		s.last = it.End
 		s.batch.Txns++
 		if s.batch.Txns >= uint64(s.cfg.MaxBatchTxns) {
-			return s.commitLocked(ctx)
+			return s.startCommitLocked(ctx)
 		}
 	case sluice.ItemDDL:
 		if err := s.beginLocked(); err != nil {
@@ -346,7 +365,8 @@ func (s *Sink) write(ctx context.Context, it *sluice.StreamItem) error {
 		s.batch.DDL++
 		// A DDL commits at once: the schema state written with it must
 		// never run ahead of the rows before it, nor behind those after.
-		return s.commitLocked(ctx)
+		// (The rows after it wait staged for the next transaction.)
+		return s.startCommitLocked(ctx)
 	}
 	return nil
 }
@@ -401,7 +421,15 @@ func (s *Sink) produceChange(ctx context.Context, ch *sluice.RowChange, now time
 	return nil
 }
 
+// produce sends r in the open Kafka transaction, or stages it while a
+// commit is in flight: a record produced then would join the transaction
+// being committed.
 func (s *Sink) produce(ctx context.Context, r *kgo.Record) {
+	if s.flight != nil {
+		s.staged = append(s.staged, r)
+		s.stagedBytes += len(r.Key) + len(r.Value) + len(r.Topic) + recordOverhead
+		return
+	}
 	s.startWork()
 	s.cl.Produce(ctx, r, s.promise)
 }
@@ -463,48 +491,6 @@ func (s *Sink) produceFailed() error {
 	return s.firstErr
 }
 
-// commitLocked writes the position and ends the Kafka transaction. It
-// runs only between source transactions.
-func (s *Sink) commitLocked(ctx context.Context) error {
-	if !s.inKafka {
-		return nil
-	}
-	o := offsetsRecord{Task: s.cfg.Task, Position: s.last, Txns: s.stats.Txns + s.batch.Txns, Updated: time.Now().UTC()}
-	b, _ := json.Marshal(o)
-	s.produce(ctx, &kgo.Record{Topic: s.cfg.OffsetsTopic(), Key: []byte(s.cfg.Task), Value: b})
-	if s.state != nil {
-		sb, _ := json.Marshal(schemaRecord{Position: s.last, State: s.state})
-		s.produce(ctx, &kgo.Record{Topic: s.cfg.OffsetsTopic(), Key: []byte(s.cfg.Task + ".schema"), Value: sb})
-	}
-	s.startWork()
-	s.w.committing.Store(true)
-	defer s.w.committing.Store(false)
-	ferr := s.cl.Flush(ctx)
-	if ferr == nil {
-		ferr = s.produceFailed()
-	}
-	if ferr != nil {
-		s.abortLocked()
-		return s.produceErr(ctx, ferr)
-	}
-	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		s.abortLocked()
-		return s.brokerErr("commit a transaction", err)
-	}
-	s.w.ack()
-	s.inKafka = false
-	s.state = nil
-	s.statsMu.Lock()
-	s.stats.Committed = s.last
-	s.stats.Txns += s.batch.Txns
-	s.stats.Events += s.batch.Events
-	s.stats.DDL += s.batch.DDL
-	s.stats.KafkaTxns++
-	s.statsMu.Unlock()
-	s.batch = Stats{}
-	return nil
-}
-
 // produceErr names a failed write. UNKNOWN_TOPIC_OR_PARTITION here is not
 // taken as a missing topic: a restarting broker answers it while it loads
 // its logs. The sink restarts, and its next Open checks each topic again
@@ -524,68 +510,6 @@ func (s *Sink) produceErr(ctx context.Context, err error) error {
 		}
 	}
 	return s.brokerErr("write", err)
-}
-
-// abortLocked gives the open transaction up; nothing of it becomes visible
-// to read_committed consumers. Errors are ignored: the sink is failing
-// already, and the next Open fences and aborts whatever is left.
-func (s *Sink) abortLocked() {
-	if !s.inKafka {
-		return
-	}
-	s.inKafka = false
-	actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = s.cl.AbortBufferedRecords(actx)
-	_ = s.cl.EndTransaction(actx, kgo.TryAbort)
-}
-
-// committer ends the open Kafka transaction CommitInterval after it began,
-// between source transactions, so that an idle or slow source still has
-// its transactions visible soon.
-func (s *Sink) committer() {
-	defer s.wg.Done()
-	tick := time.NewTicker(s.cfg.CommitInterval / 2)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-		}
-		s.mu.Lock()
-		var err error
-		if s.inKafka && !s.inSource && s.batch.Txns > 0 && time.Since(s.began) >= s.cfg.CommitInterval {
-			err = s.commitLocked(s.stopCtx)
-		}
-		s.mu.Unlock()
-		if err != nil {
-			s.fail(err)
-			return
-		}
-	}
-}
-
-// Flush commits everything written up to the last complete source
-// transaction (a clean stop).
-func (s *Sink) Flush(ctx context.Context) error {
-	if err := s.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inSource {
-		// A source transaction is half written: it must not commit, and
-		// nothing after the last commit is lost by aborting it (the next
-		// run starts from the committed position).
-		s.abortLocked()
-		return nil
-	}
-	if err := s.commitLocked(ctx); err != nil {
-		s.fail(err)
-		return err
-	}
-	return nil
 }
 
 func (s *Sink) fail(err error) {
@@ -624,7 +548,7 @@ func (s *Sink) Close() error {
 	default:
 		close(s.stop)
 	}
-	s.stopCancel()
+	s.stopCancel() // a commit in flight ends (it fails) with stopCtx
 	s.wg.Wait()
 	if s.cl == nil {
 		return nil
