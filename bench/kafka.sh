@@ -30,8 +30,9 @@
 #      SLUICE (bin/sluice) OUT (bench/out/kafka.md) TIMEOUT (15m per peer and round)
 #      DEBEZIUM (1; 0: sluice alone, from the binlog position before the
 #      backlog, no live row: for comparing sluice builds, with SLUICE_B)
-#      SLUICE_B (unset; another sluice binary, run in every round as the
-#      peer sluice-b on topics sb.*: an A/B of two builds in the same run)
+#      SLUICE_B (unset; other sluice binaries, space-separated, each run in
+#      every round as a peer named after its file (sluice-bN if that is
+#      "sluice") on topics sbN.*: an A/B of builds in the same run)
 set -euo pipefail
 
 if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
@@ -59,7 +60,10 @@ for tool in java mvn sysbench mariadb mariadb-binlog go; do
   command -v "$tool" >/dev/null || { echo "bench-kafka: $tool is missing (run 'make deps')" >&2; exit 2; }
 done
 [ -x "$SLUICE" ] || { echo "bench-kafka: $SLUICE is missing (run 'make build')" >&2; exit 2; }
-[ -z "$SLUICE_B" ] || [ -x "$SLUICE_B" ] || { echo "bench-kafka: SLUICE_B=$SLUICE_B is not an executable" >&2; exit 2; }
+read -r -a SLUICE_BS <<<"$SLUICE_B"
+for b in "${SLUICE_BS[@]}"; do
+  [ -x "$b" ] || { echo "bench-kafka: SLUICE_B: $b is not an executable" >&2; exit 2; }
+done
 case "$DEBEZIUM" in 0|1) ;; *) echo "bench-kafka: DEBEZIUM=$DEBEZIUM: give 0 or 1" >&2; exit 2 ;; esac
 for v in TXNS ROUNDS THREADS TABLES TABLE_SIZE LIVE_SECS LIVE_RATE; do
   case "${!v}" in ''|*[!0-9]*) echo "bench-kafka: $v=${!v}: give a whole number" >&2; exit 2 ;; esac
@@ -204,7 +208,12 @@ run_sluice() { # round
   "${KB[@]}" -part backlog -round "$1" -expect "$N" -peer "$(sluice_task "sk$1" "$F0" "$P0")"
 }
 run_sluice_b() { # round
-  [ -z "$SLUICE_B" ] || "${KB[@]}" -part backlog -round "$1" -expect "$N" -peer "$(sluice_task "sb$1" "$F0" "$P0" sluice-b sb "$SLUICE_B")"
+  local i=0 b name
+  for b in "${SLUICE_BS[@]}"; do
+    i=$((i + 1)); name=$(basename "$b")
+    [ "$name" != sluice ] || name=sluice-b$i
+    "${KB[@]}" -part backlog -round "$1" -expect "$N" -peer "$(sluice_task "sb${i}r$1" "$F0" "$P0" "$name" "sb$i" "$b")"
+  done
 }
 run_peer() { # round peer
   case $2 in
