@@ -313,6 +313,9 @@ func (s *Sink) Write(ctx context.Context, it sluice.StreamItem) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.Err(); err != nil {
+		return err // the committer failed while this Write waited for mu
+	}
 	err := s.pollLocked(ctx)
 	if err == nil {
 		err = s.write(ctx, &it)
