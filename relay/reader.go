@@ -307,6 +307,11 @@ func (r *Reader) Position() sluice.Position {
 	return sluice.Position{File: r.name, Pos: uint32(r.off), GTIDSet: r.gtids.text, Flavor: r.l.cfg.Flavor}
 }
 
+// Offset is the byte offset in the current file after the last event
+// returned. Position's 32 bits wrap past 4 GiB, as the source's log_pos
+// does; the offset does not.
+func (r *Reader) Offset() int64 { return r.off }
+
 // Close releases the open file.
 func (r *Reader) Close() error {
 	r.l.release(r)

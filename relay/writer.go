@@ -125,12 +125,14 @@ func (w *Writer) Write(ev *replication.BinlogEvent) error {
 	if w.f == nil {
 		return fmt.Errorf("relay: %s event before any rotate event", h.Type)
 	}
-	start := w.size
-	if h.LogPos != 0 {
-		start = int64(h.LogPos) - int64(h.Size)
-	}
-	if start != w.size {
-		return fmt.Errorf("relay: %s at %s:%d does not continue the relay at offset %d (gap or overlap)", h.Type, w.name, start, w.size)
+	// log_pos is 32 bits: in a file past 4 GiB (one transaction larger
+	// than the room left under max_binlog_size, e.g. a 2 GB bulk insert
+	// whose Annotate_rows events repeat every row's value) the server
+	// writes it modulo 2^32. The event continues the relay when it ends
+	// where the relay's offset plus its size does, modulo 2^32 too; the
+	// relay's own offsets stay 64-bit.
+	if h.LogPos != 0 && h.LogPos-h.Size != uint32(w.size) {
+		return fmt.Errorf("relay: %s ending at %s:%d (log_pos, modulo 2^32) does not continue the relay at offset %d (gap or overlap)", h.Type, w.name, h.LogPos, w.size)
 	}
 	if _, err := w.bw.Write(raw); err != nil {
 		return fmt.Errorf("relay: write %s: %w", w.name, err)

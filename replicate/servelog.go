@@ -121,4 +121,5 @@ func (s servedReader) Next(ctx context.Context) (serve.Event, error) {
 }
 
 func (s servedReader) Position() sluice.Position { return s.r.Position() }
+func (s servedReader) Offset() int64             { return s.r.Offset() }
 func (s servedReader) Close() error              { return s.r.Close() }

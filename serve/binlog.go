@@ -55,3 +55,21 @@ type Event struct {
 // fdeChecksum reports whether the events after a format description event
 // carry a CRC32 trailer.
 var fdeChecksum = binlogev.FDEChecksum
+
+// offsetReader is a Reader that also tells its byte offset in the current
+// file. Positions are 32 bits (the protocol's, and the source's log_pos)
+// and wrap in a file past 4 GiB, which one transaction of gigabytes makes:
+// there only offsets tell whether a dump has caught up with the end.
+type offsetReader interface {
+	Offset() int64
+}
+
+// caughtUp reports whether r has read everything up to end, whose file
+// holds size bytes of complete transactions.
+func caughtUp(r Reader, end sluice.Position, size int64) bool {
+	p := r.Position()
+	if o, ok := r.(offsetReader); ok && p.File == end.File {
+		return o.Offset() >= size
+	}
+	return p.Compare(end) >= 0
+}

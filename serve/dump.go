@@ -158,11 +158,13 @@ func (h *session) stream(req dumpRequest) error {
 	// while catching up, bench-cdc); only a dump that has caught up asks
 	// again, flushes, and waits.
 	end := h.s.log.End()
+	endSize := h.s.log.Size(end.File)
 	for {
-		atEnd := r.Position().Compare(end) >= 0
+		atEnd := caughtUp(r, end, endSize)
 		if atEnd {
 			end = h.s.log.End()
-			atEnd = r.Position().Compare(end) >= 0
+			endSize = h.s.log.Size(end.File)
+			atEnd = caughtUp(r, end, endSize)
 		}
 		if atEnd && bw.Buffered() > 0 {
 			if err := bw.Flush(); err != nil {
