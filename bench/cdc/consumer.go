@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -152,7 +151,10 @@ func (c *consumer) run(ctx context.Context, ready chan<- error) error {
 	s := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: c.serverID, Flavor: mysql.MariaDBFlavor, Host: c.ep.Host, Port: uint16(c.ep.Port),
 		User: c.ep.User, Password: c.ep.Password, HeartbeatPeriod: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// Warnings and errors go to stderr: go-mysql reconnects on its own
+		// after a broken stream, silently with a discarding logger, and a
+		// consumer stuck in that loop looked like a slow server.
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("consumer", c.ep.Name),
 	})
 	defer s.Close()
 	st, err := s.StartSync(pos)

@@ -83,15 +83,20 @@ func TestHugeTransactionThroughServe(t *testing.T) {
 	waitListening(t, addr, out)
 	startReplica(t, rdb, addr, pw, startGTID)
 	sandboxtest.MustExec(t, db, "CREATE DATABASE d", "CREATE TABLE d.big (id bigint primary key, b longblob)")
+	sdb, err := sql.Open("mysql", fmt.Sprintf("repl:%s@tcp(%s)/", pw, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sdb.Close() })
 	next := int64(0)
 	for _, size := range sizes() {
 		took := hugeTxn(t, db, "d.big", &next, size)
 		t0 := time.Now()
-		waitReplica(t, db, rdb, out)
+		hops := waitHops(t, db, sdb, rdb, out)
 		lag := time.Since(t0)
 		equalChecksum(t, db, rdb, "d.big")
 		peak := vmHWM(t, cmd.Process.Pid)
-		t.Logf("transaction of %d MiB: written in %s, on the replica %s after its commit; sluice peak RSS %d MiB", size>>20, took.Round(time.Millisecond), lag.Round(time.Millisecond), peak>>20)
+		t.Logf("transaction of %d MiB: written in %s, on the replica %s after its commit (%s); sluice peak RSS %d MiB", size>>20, took.Round(time.Millisecond), lag.Round(time.Millisecond), hops, peak>>20)
 		if peak >= rssBudget {
 			t.Fatalf("sluice's peak RSS is %d MiB after a %d MiB transaction; the budget is %d MiB", peak>>20, size>>20, rssBudget>>20)
 		}
@@ -229,6 +234,43 @@ func waitReplica(t *testing.T, db, rdb *sql.DB, out *sandboxtest.SyncBuffer) {
 	t.Helper()
 	want := gtidPos(t, db)
 	waitSlavePos(t, rdb, out, func(got string) bool { return got == want }, want)
+}
+
+// waitHops waits until the replica has applied everything the source
+// committed, and says when each hop had the last transaction, from the
+// call: sluice's relay (the service's SHOW MASTER STATUS reaches the
+// source's, the relay keeping the source's offsets), the replica's IO
+// thread (Gtid_IO_Pos) and its SQL thread (gtid_slave_pos).
+func waitHops(t *testing.T, db, sdb, rdb *sql.DB, out *sandboxtest.SyncBuffer) string {
+	t.Helper()
+	t0 := time.Now()
+	want := gtidPos(t, db)
+	srcFile, srcPos := masterStatus(t, db)
+	var relay, io time.Duration
+	waitSlavePos(t, rdb, out, func(got string) bool {
+		if relay == 0 {
+			if f, p := masterStatus(t, sdb); f == srcFile && p >= srcPos {
+				relay = time.Since(t0)
+			}
+		}
+		if io == 0 && slaveStatus(t, rdb)["Gtid_IO_Pos"] == want {
+			io = time.Since(t0)
+		}
+		return got == want
+	}, want)
+	return fmt.Sprintf("in sluice's relay after %s, received by the replica after %s, applied after %s",
+		relay.Round(time.Millisecond), io.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+}
+
+func masterStatus(t *testing.T, db *sql.DB) (string, uint32) {
+	t.Helper()
+	var file string
+	var pos uint32
+	var a, b any
+	if err := db.QueryRow("SHOW MASTER STATUS").Scan(&file, &pos, &a, &b); err != nil {
+		t.Fatal(err)
+	}
+	return file, pos
 }
 
 // waitReplicaOf waits until the replica of the global binlog has each
