@@ -228,17 +228,9 @@ func startReplica(t *testing.T, rdb *sql.DB, addr, pw, gtid string) {
 		"START SLAVE")
 }
 
-// waitReplica waits until the replica's gtid_slave_pos is the source's
-// gtid_binlog_pos.
-func waitReplica(t *testing.T, db, rdb *sql.DB, out *sandboxtest.SyncBuffer) {
-	t.Helper()
-	want := gtidPos(t, db)
-	waitSlavePos(t, rdb, out, func(got string) bool { return got == want }, want)
-}
-
-// waitHops waits until the replica has applied everything the source
-// committed, and says when each hop had the last transaction, from the
-// call: sluice's relay (the service's SHOW MASTER STATUS reaches the
+// waitHops waits until the replica's gtid_slave_pos is the source's
+// gtid_binlog_pos, and says when each hop had the last transaction, from
+// the call: sluice's relay (the service's SHOW MASTER STATUS reaches the
 // source's, the relay keeping the source's offsets), the replica's IO
 // thread (Gtid_IO_Pos) and its SQL thread (gtid_slave_pos).
 func waitHops(t *testing.T, db, sdb, rdb *sql.DB, out *sandboxtest.SyncBuffer) string {
