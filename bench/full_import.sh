@@ -7,6 +7,14 @@
 #
 # Env: TABLES (4) TABLE_SIZE (1000000) THREADS (4) POOL (4) ROUNDS (3)
 #      BUFFER_POOL (2G) SLUICE (bin/sluice) DOC (docs/benchmarks/full-import.md)
+#      CONTENDERS: run only these (of sluice_auto sluice_chunk mydumper
+#        mariadb_dump floor sluice_b), for an A/B on a busy machine: prints
+#        each one's median, sluice's CPU seconds and the ratio to the floor,
+#        skips the single-table part and records nothing in DOC.
+#      SLUICE_B: a second sluice binary, the contender sluice_b (default mode
+#        like sluice_auto), e.g. the build of another commit.
+#      PROFILE_DIR: write each sluice run's CPU and allocation profiles there
+#        (SLUICE_CPUPROFILE, SLUICE_MEMPROFILE).
 set -euo pipefail
 
 # Benchmarks never overlap: take the shared lock (re-exec under flock).
@@ -96,12 +104,23 @@ rm -rf "$WORK/size"
 echo "== data: $MB MB as text ($(du -sh "$WORK/home/fi_src/data/sbtest" | cut -f1) on disk)"
 
 declare -A T
-run_sluice_auto() {
-  "$SLUICE" migrate --config "$WORK/task.yaml" --mode full --target-binlog=false --progress-every 1h >"$WORK/out.log"
+# sluice_run NAME ROUND BIN ARGS...: one migrate, its CPU seconds (user+sys,
+# from bash's time) in T[NAME_cpu,ROUND], its profiles in PROFILE_DIR.
+sluice_run() {
+  local name=$1 round=$2 bin=$3
+  shift 3
+  local prof=()
+  if [ -n "${PROFILE_DIR:-}" ]; then
+    mkdir -p "$PROFILE_DIR"
+    prof=(SLUICE_CPUPROFILE="$PROFILE_DIR/$name-r$round.cpu" SLUICE_MEMPROFILE="$PROFILE_DIR/$name-r$round.alloc")
+  fi
+  local TIMEFORMAT='%U %S'
+  { time env "${prof[@]}" "$bin" migrate --config "$WORK/task.yaml" --mode full --target-binlog=false --progress-every 1h "$@" >"$WORK/out.log"; } 2>"$WORK/time.txt"
+  T[${name}_cpu,$round]=$(awk '{ printf "%.2f", $1 + $2 }' "$WORK/time.txt")
 }
-run_sluice_chunk() {
-  "$SLUICE" migrate --config "$WORK/task.yaml" --mode full --target-binlog=false --commit-unit chunk --progress-every 1h >"$WORK/out.log"
-}
+run_sluice_auto() { sluice_run sluice_auto "$1" "$SLUICE"; }
+run_sluice_chunk() { sluice_run sluice_chunk "$1" "$SLUICE" --commit-unit chunk; }
+run_sluice_b() { sluice_run sluice_b "$1" "$SLUICE_B"; }
 run_mydumper() {
   rm -rf "$WORK/md"
   local a b c
@@ -136,7 +155,14 @@ run_mariadb_dump() {
   { echo "SET sql_log_bin=0;"; mariadb-dump -h127.0.0.1 -P"$SRC_PORT" -uroot --single-transaction --databases sbtest; } | "${DST[@]}"
 }
 
-CONTENDERS=(sluice_auto sluice_chunk mydumper mariadb_dump floor)
+AB=${CONTENDERS:+1}
+read -r -a CONTENDERS <<<"${CONTENDERS:-sluice_auto sluice_chunk mydumper mariadb_dump floor}"
+for c in "${CONTENDERS[@]}"; do
+  declare -F "run_$c" >/dev/null || { echo "full_import: unknown contender $c in CONTENDERS" >&2; exit 2; }
+  if [ "$c" = sluice_b ]; then
+    [ -x "${SLUICE_B:-}" ] || { echo "full_import: contender sluice_b needs SLUICE_B, an executable sluice binary" >&2; exit 2; }
+  fi
+done
 for round in $(seq 1 "$ROUNDS"); do
   n=${#CONTENDERS[@]}
   for i in $(seq 0 $((n - 1))); do
@@ -150,9 +176,29 @@ for round in $(seq 1 "$ROUNDS"); do
       rows=$("${DST[@]}" -N -e "SELECT COUNT(*) FROM sbtest.sbtest$t")
       [ "$rows" = "$TABLE_SIZE" ] || { echo "full_import: $c loaded $rows rows into sbtest$t, want $TABLE_SIZE" >&2; exit 1; }
     done
-    printf "round %d  %-14s %7.1f s  %7s MB/s\n" "$round" "$c" "${T[$c,$round]}" "$(mbs "${T[$c,$round]}")"
+    printf "round %d  %-14s %7.1f s  %7s MB/s%s\n" "$round" "$c" "${T[$c,$round]}" "$(mbs "${T[$c,$round]}")" \
+      "${T[${c}_cpu,$round]:+  sluice CPU ${T[${c}_cpu,$round]} s}"
   done
 done
+
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR%2) printf "%.1f\n", a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+med() { local k=$1 v=(); for r in $(seq 1 "$ROUNDS"); do v+=("${T[$k,$r]}"); done; median "${v[@]}"; }
+
+if [ -n "$AB" ]; then
+  echo
+  echo "A/B run $(date -u +"%Y-%m-%d %H:%M UTC"), $MB MB, medians of $ROUNDS rounds (load average $(cut -d" " -f1-3 /proc/loadavg) at the end):"
+  for c in "${CONTENDERS[@]}"; do
+    line=$(printf "%-14s %6s s  %6s MB/s" "$c" "$(med "$c")" "$(mbs "$(med "$c")")")
+    [ -n "${T[${c}_cpu,1]:-}" ] && line+=$(printf "  sluice CPU %s s" "$(med "${c}_cpu")")
+    if [[ " ${CONTENDERS[*]} " == *" floor "* ]] && [ "$c" != floor ]; then
+      rs=()
+      for r in $(seq 1 "$ROUNDS"); do rs+=("$(ratio "${T[floor,$r]}" "${T[$c,$r]}")"); done
+      line+=$(printf "  %sx the floor (rounds %s)" "$(ratio "$(med floor)" "$(med "$c")")" "${rs[*]}")
+    fi
+    echo "$line"
+  done
+  exit 0
+fi
 
 # Single-table concurrency, as in the seed's mydumper -r comparison: one
 # table dumped to files on $THREADS connections, cut into chunks of $CHUNK
@@ -171,9 +217,6 @@ for round in $(seq 1 "$ROUNDS"); do
   T[one_chunked,$round]=$(one_table_dump "$CHUNK")
   T[one_whole,$round]=$(one_table_dump 1000000000)
 done
-
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR%2) printf "%.1f\n", a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
-med() { local k=$1 v=(); for r in $(seq 1 "$ROUNDS"); do v+=("${T[$k,$r]}"); done; median "${v[@]}"; }
 
 S_AUTO=$(med sluice_auto); S_CHUNK=$(med sluice_chunk); MYD=$(med mydumper)
 MYD_D=$(med mydumper_dump); MYL_L=$(med myloader_load); MDP=$(med mariadb_dump); FLOOR=$(med floor)
