@@ -50,7 +50,8 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 	// The dumper stops reading a result set while the loader catches up, so
 	// the server must not give up writing to a slow reader.
 	d.db, err = dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: cfg.Threads + 2,
-		Params: map[string]string{"net_write_timeout": "86400", "net_read_timeout": "86400"}})
+		Params:     map[string]string{"net_write_timeout": "86400", "net_read_timeout": "86400"},
+		ReadBuffer: readBuffer})
 	if err != nil {
 		return nil, err
 	}
@@ -439,6 +440,10 @@ func selectSQL(t *sluice.Table, r chunk.Range) (string, []any) {
 
 const flushSize = 256 << 10
 
+// readBuffer is each source connection's read buffer: the rows arrive in
+// reads of up to this size instead of the driver's 4 KiB.
+const readBuffer = 256 << 10
+
 func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) error {
 	t := j.tp.Table
 	query, args := selectSQL(t, j.r)
@@ -464,7 +469,6 @@ func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) e
 		}
 		defer rs.Close()
 		dest := make([]driver.Value, len(rs.Columns()))
-		vals := make([][]byte, len(dest))
 		buf := make([]byte, 0, flushSize+64<<10)
 		for {
 			if err := rs.Next(dest); err != nil {
@@ -473,17 +477,15 @@ func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) e
 				}
 				return err
 			}
+			// Straight into the buffer, value by value: the []byte values
+			// point into the driver's read buffer, valid until Next.
 			for i, v := range dest {
-				switch x := v.(type) {
-				case nil:
-					vals[i] = nil
-				case []byte:
-					vals[i] = x
-				default:
-					vals[i] = fmt.Append(nil, x)
+				if i > 0 {
+					buf = append(buf, '\t')
 				}
+				buf = dumpfmt.AppendValue(buf, v)
 			}
-			buf = dumpfmt.AppendRow(buf, vals)
+			buf = append(buf, '\n')
 			rows++
 			if len(buf) >= flushSize {
 				if _, err := w.Write(buf); err != nil {

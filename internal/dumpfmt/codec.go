@@ -6,9 +6,11 @@ package dumpfmt
 
 import (
 	"bufio"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-db/sluice"
@@ -98,19 +100,8 @@ func AppendField(b, v []byte) []byte {
 	}
 	start := 0
 	for i, c := range v {
-		var e byte
-		switch c {
-		case 0:
-			e = '0'
-		case '\t':
-			e = 't'
-		case '\n':
-			e = 'n'
-		case '\r':
-			e = 'r'
-		case '\\':
-			e = '\\'
-		default:
+		e := escapes[c]
+		if e == 0 {
 			continue
 		}
 		b = append(b, v[start:i]...)
@@ -118,6 +109,37 @@ func AppendField(b, v []byte) []byte {
 		start = i + 1
 	}
 	return append(b, v[start:]...)
+}
+
+// escapes maps each byte LOAD DATA would interpret to the letter of its
+// escape, every other byte to 0: one load per byte instead of a switch, in
+// the loop every dumped byte goes through.
+var escapes = [256]byte{0: '0', '\t': 't', '\n': 'n', '\r': 'r', '\\': '\\'}
+
+// AppendValue appends one value as the driver returned it from a text
+// protocol row: nil (NULL) and []byte as AppendField does, and the numbers
+// the driver parses from integer and floating point columns in their
+// shortest exact decimal form (the same text fmt.Append gives, without
+// its allocation and reflection: this runs for every value of a dump).
+// Numbers need no escaping.
+func AppendValue(b []byte, v driver.Value) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(b, '\\', 'N')
+	case []byte:
+		return AppendField(b, x)
+	case int64:
+		return strconv.AppendInt(b, x, 10)
+	case uint64:
+		return strconv.AppendUint(b, x, 10)
+	case float64:
+		return strconv.AppendFloat(b, x, 'g', -1, 64)
+	case float32:
+		return strconv.AppendFloat(b, float64(x), 'g', -1, 32)
+	case string:
+		return AppendField(b, []byte(x))
+	}
+	return AppendField(b, fmt.Append(nil, v))
 }
 
 // AppendRow appends a whole row and its line terminator.
