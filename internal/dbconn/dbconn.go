@@ -4,6 +4,7 @@
 package dbconn
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"database/sql"
@@ -32,6 +33,11 @@ type Options struct {
 	Wrap func(driver.Connector) driver.Connector
 	// Role names the endpoint in TLS setting errors ("source", "target").
 	Role string
+	// ReadBuffer, when above zero, reads each connection through a buffer
+	// of that many bytes. The driver's own read buffer is 4 KiB, so a
+	// large result set costs a read system call per 4 KiB; a dump reads
+	// gigabytes that way.
+	ReadBuffer int
 }
 
 func (o Options) role() string {
@@ -75,7 +81,41 @@ func Config(ep sluice.Endpoint, o Options) *mysql.Config {
 	for k, v := range o.Params {
 		c.Params[k] = v
 	}
+	if o.ReadBuffer > 0 {
+		size := o.ReadBuffer
+		c.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			// What the driver's own dial does (net.Dialer's defaults keep
+			// TCP keepalives on, as the driver sets them).
+			var d net.Dialer
+			nc, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &bufferedConn{Conn: nc, r: bufio.NewReaderSize(nc, size)}, nil
+		}
+	}
 	return c
+}
+
+// bufferedConn reads through a buffer; writes, deadlines and Close are the
+// connection's own. The protocol is request and response, so nothing sits
+// in the buffer while the driver waits to write.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// SyscallConn keeps the driver's liveness check of a pooled connection
+// (a non-blocking read of the socket before the first query), which it
+// makes only on a connection that has one.
+func (c *bufferedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 // Open opens a pool to ep and pings it. role names the endpoint in errors
