@@ -3,6 +3,7 @@ package dumpfmt
 import (
 	"bytes"
 	"database/sql/driver"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -136,5 +137,38 @@ func TestAppendFieldMatchesSwitch(t *testing.T) {
 		if got, want := AppendField([]byte("p"), v), slowField([]byte("p"), v); !bytes.Equal(got, want) {
 			t.Fatalf("seed %d: AppendField(%q) = %q, want %q", seed, v, got, want)
 		}
+	}
+}
+
+// TestMayEscapeNeverMisses: every byte value at every position of a word
+// whose other bytes are random: a byte LOAD DATA interprets is always
+// flagged.
+func TestMayEscapeNeverMisses(t *testing.T) {
+	seed := testSeed(t)
+	r := rand.New(rand.NewPCG(seed, 20))
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < 8; pos++ {
+			for k := 0; k < 50; k++ {
+				var w [8]byte
+				for j := range w {
+					w[j] = byte(r.Uint32())
+				}
+				w[pos] = byte(c)
+				if escapes[c] != 0 && !mayEscape(binary.LittleEndian.Uint64(w[:])) {
+					t.Fatalf("seed %d: byte %#x at %d of % x not flagged", seed, c, pos, w)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAppendField: a sysbench row's text (digits and dashes), the
+// common case of nothing to escape.
+func BenchmarkAppendField(b *testing.B) {
+	v := []byte("68487932199-96439406143-93774651418-41631865787-96406072701-20604855487-25459966574-28203206787-41238978918-19503783441")
+	buf := make([]byte, 0, 1024)
+	b.SetBytes(int64(len(v)))
+	for i := 0; i < b.N; i++ {
+		buf = AppendField(buf[:0], v)
 	}
 }
