@@ -440,6 +440,14 @@ func selectSQL(t *sluice.Table, r chunk.Range) (string, []any) {
 
 const flushSize = 256 << 10
 
+// blockWriter is a ChunkWriter that takes the rows' buffer itself instead
+// of a copy (the stream's pipe): Block gives an empty buffer to fill,
+// WriteBlock hands it over, and the writer never touches it again.
+type blockWriter interface {
+	Block() []byte
+	WriteBlock(b []byte) error
+}
+
 // readBuffer is each source connection's read buffer: the rows arrive in
 // reads of up to this size instead of the driver's 4 KiB.
 const readBuffer = 256 << 10
@@ -469,7 +477,32 @@ func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) e
 		}
 		defer rs.Close()
 		dest := make([]driver.Value, len(rs.Columns()))
-		buf := make([]byte, 0, flushSize+64<<10)
+		bw, _ := w.(blockWriter)
+		var buf []byte
+		if bw != nil {
+			buf = bw.Block()
+		} else {
+			buf = make([]byte, 0, flushSize+64<<10)
+		}
+		flush := func(last bool) error {
+			n := len(buf)
+			if bw != nil {
+				if err := bw.WriteBlock(buf); err != nil {
+					return err
+				}
+				buf = nil
+				if !last {
+					buf = bw.Block()
+				}
+			} else {
+				if _, err := w.Write(buf); err != nil {
+					return err
+				}
+				buf = buf[:0]
+			}
+			d.stats.Bytes.Add(int64(n))
+			return nil
+		}
 		for {
 			if err := rs.Next(dest); err != nil {
 				if errors.Is(err, io.EOF) {
@@ -488,20 +521,15 @@ func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) e
 			buf = append(buf, '\n')
 			rows++
 			if len(buf) >= flushSize {
-				if _, err := w.Write(buf); err != nil {
+				if err := flush(false); err != nil {
 					return err
 				}
-				d.stats.Bytes.Add(int64(len(buf)))
 				d.stats.Rows.Add(rows - counted)
 				counted = rows
-				buf = buf[:0]
 			}
 		}
 		if len(buf) > 0 {
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-			d.stats.Bytes.Add(int64(len(buf)))
+			return flush(true)
 		}
 		return nil
 	})

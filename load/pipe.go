@@ -74,22 +74,43 @@ func newPipe(b *budget, limit int) *Pipe {
 
 // Write copies b into the pipe, waiting while the pipe is over its limit.
 func (p *Pipe) Write(b []byte) (int, error) {
+	if err := p.put(b, true); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Block returns an empty buffer for the writer to fill and hand over with
+// WriteBlock.
+func (p *Pipe) Block() []byte { return getBlock(0) }
+
+// WriteBlock hands b over to the pipe, as Write would copy it: the rows
+// reach the loader without another copy. The caller must not use b again
+// (Block gives the next buffer).
+func (p *Pipe) WriteBlock(b []byte) error { return p.put(b, false) }
+
+// put waits while the pipe is over its limit, then queues b, or a copy of
+// it when the writer keeps b.
+func (p *Pipe) put(b []byte, copied bool) error {
 	p.b.mu.Lock()
 	defer p.b.mu.Unlock()
 	for (p.size >= p.limit || !p.reading && p.b.used >= p.b.max) && p.rerr == nil {
 		p.b.cond.Wait()
 	}
 	if p.rerr != nil {
-		return 0, p.rerr
+		return p.rerr
 	}
 	if p.closed {
-		return 0, errors.New("write to a finished chunk")
+		return errors.New("write to a finished chunk")
 	}
-	p.bufs = append(p.bufs, append(getBlock(len(b)), b...))
+	if copied {
+		b = append(getBlock(len(b)), b...)
+	}
+	p.bufs = append(p.bufs, b)
 	p.size += len(b)
 	p.b.used += len(b)
 	p.b.cond.Broadcast()
-	return len(b), nil
+	return nil
 }
 
 // Commit ends the chunk: rows is the number of rows the writer sent.
