@@ -117,30 +117,44 @@ func (l *Log) newReader(start sluice.Position, parser *replication.BinlogParser,
 	}
 	if start.Pos > uint32(len(magic)) {
 		scan := start.GTIDSet == ""
-		for r.off < int64(start.Pos) {
+		target := int64(start.Pos)
+		for r.off < target {
 			ev, err := r.readRaw(context.Background())
 			if err != nil {
 				r.Close()
 				return nil, fmt.Errorf("relay: seek to %s: %w", start, err)
 			}
-			if ev.Type == fdeType {
-				if _, err := r.parser.Parse(ev.Data); err != nil {
-					r.Close()
-					return nil, fmt.Errorf("relay: parse FDE of %s: %w", name, err)
-				}
+			if ev.Type != fdeType {
+				continue
 			}
-			if ev.Type == fdeType && (!scan || lean && r.eventAt(int64(start.Pos))) {
+			if _, err := r.parser.Parse(ev.Data); err != nil {
+				r.Close()
+				return nil, fmt.Errorf("relay: parse FDE of %s: %w", name, err)
+			}
+			if target, err = r.unwrap(start); err != nil {
+				r.Close()
+				return nil, err
+			}
+			if !scan && r.checksum && target < r.limit && !r.eventAt(target) {
+				// Not an event's start: reading on would hand out bytes
+				// of the middle of one as events. (A start past the
+				// published end is a relay that lost an unsynced tail
+				// and fetches it again: the reader waits for it.)
+				r.Close()
+				return nil, fmt.Errorf("relay: %s is not an event boundary in the relay", start)
+			}
+			if !scan || lean && r.eventAt(target) {
 				// The FDE is all the parser needs; skip straight to start.
-				if _, err := r.f.Seek(int64(start.Pos), io.SeekStart); err != nil {
+				if _, err := r.f.Seek(target, io.SeekStart); err != nil {
 					r.Close()
 					return nil, fmt.Errorf("relay: %w", err)
 				}
 				r.br.Reset(r.f)
-				r.off = int64(start.Pos)
+				r.off = target
 				break
 			}
 		}
-		if r.off != int64(start.Pos) {
+		if r.off != target {
 			r.Close()
 			return nil, fmt.Errorf("relay: %s is not an event boundary in the relay", start)
 		}
@@ -300,6 +314,69 @@ func (r *Reader) eventAt(off int64) bool {
 		return false
 	}
 	return crc32.ChecksumIEEE(raw[:len(raw)-4]) == binary.LittleEndian.Uint32(raw[len(raw)-4:])
+}
+
+// unwrap is the byte offset of start in its file. A position is 32 bits
+// (log_pos), and a file past 4 GiB (one huge transaction, TestFilePast4GiB)
+// holds several offsets it may name: the one meant is where a whole event
+// starts a transaction (or the file's published end), as a position after
+// a commit does; inside the huge transaction the events are its rows. None
+// or several such offsets is an error, not a guess. In a smaller file the
+// offset is the position, checked by the reading that follows.
+func (r *Reader) unwrap(start sluice.Position) (int64, error) {
+	size, _, _, _, _, _ := r.l.limit(r.name)
+	if size <= 1<<32 {
+		return int64(start.Pos), nil
+	}
+	r.limit = size
+	var found []int64
+	for off := int64(start.Pos); off <= size; off += 1 << 32 {
+		if (r.eventAt(off) || !r.checksum && r.logPosFits(off)) && r.startsGroup(off) {
+			found = append(found, off)
+		}
+	}
+	if len(found) != 1 {
+		return 0, &sluice.Error{Op: "read relay log", Err: fmt.Errorf("relay: %s is past 4 GiB, and %s names %d transaction boundaries in it (offsets %v)", r.name, start, len(found), found),
+			Hint: "restart the task from a GTID position (incremental.gtid-set) after the huge transaction"}
+	}
+	return found[0], nil
+}
+
+// logPosFits reports, for a file without checksums, whether an event
+// header at off names its own end as log_pos (modulo 2^32) and fits in
+// the published file.
+func (r *Reader) logPosFits(off int64) bool {
+	if off == r.limit {
+		return true
+	}
+	hb := make([]byte, headerSize)
+	if _, err := r.f.ReadAt(hb, off); err != nil {
+		return false
+	}
+	h, err := parseHeader(hb)
+	return err == nil && h.Size >= headerSize && off+int64(h.Size) <= r.limit && h.LogPos == uint32(off+int64(h.Size))
+}
+
+// startsGroup reports whether the event at off (whole, eventAt) may begin
+// a transaction or stand between two: not a row, table map or XID event,
+// which only occur inside one.
+func (r *Reader) startsGroup(off int64) bool {
+	if off == r.limit {
+		return true
+	}
+	hb := make([]byte, headerSize)
+	if _, err := r.f.ReadAt(hb, off); err != nil {
+		return false
+	}
+	switch hb[4] { // the event type
+	case byte(replication.TABLE_MAP_EVENT), byte(replication.XID_EVENT), byte(replication.MARIADB_ANNOTATE_ROWS_EVENT),
+		byte(replication.WRITE_ROWS_EVENTv0), byte(replication.UPDATE_ROWS_EVENTv0), byte(replication.DELETE_ROWS_EVENTv0),
+		byte(replication.WRITE_ROWS_EVENTv1), byte(replication.UPDATE_ROWS_EVENTv1), byte(replication.DELETE_ROWS_EVENTv1),
+		byte(replication.WRITE_ROWS_EVENTv2), byte(replication.UPDATE_ROWS_EVENTv2), byte(replication.DELETE_ROWS_EVENTv2),
+		byte(replication.PARTIAL_UPDATE_ROWS_EVENT), byte(replication.ROWS_QUERY_EVENT):
+		return false
+	}
+	return true
 }
 
 // Position is the position after the last event returned.

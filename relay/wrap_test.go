@@ -133,4 +133,82 @@ func TestFilePast4GiB(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() != end {
 		t.Fatalf("reopened: file size %v (%v), want %d", st, err, end)
 	}
+
+	// An applier's checkpoint after the first wrapped transaction names
+	// it by log_pos, which is also an offset in the file's first 4 GiB
+	// (here in the first transaction). Readers resume at the offset past
+	// the wrap: the second transaction's events, as written.
+	after := int64(jump)
+	for _, raw := range want[:4] {
+		after += int64(len(raw))
+	}
+	at := sluice.Position{File: name, Pos: uint32(after), GTIDSet: "0-1-1"}
+	if int64(at.Pos) >= after {
+		t.Fatalf("position %d does not wrap (offset %d)", at.Pos, after)
+	}
+	for _, lean := range []bool{false, true} {
+		var r *Reader
+		if lean {
+			r, err = l2.NewLeanReader(at)
+		} else {
+			r, err = l2.NewReader(at, nil)
+		}
+		if err != nil {
+			t.Fatalf("lean %v: open at %s (offset %d): %v", lean, at, after, err)
+		}
+		for i, raw := range want[4:] {
+			ev, err := r.NextRaw(ctx)
+			if err != nil {
+				t.Fatalf("lean %v: event %d after %s: %v", lean, i, at, err)
+			}
+			if !bytes.Equal(ev.Data, raw) {
+				t.Fatalf("lean %v: event %d after %s is not the second transaction's (%s, offset %d)", lean, i, at, ev.Type, r.Offset()-int64(len(ev.Data)))
+			}
+		}
+		r.Close()
+	}
+}
+
+// TestReaderRefusesAStartInsideAnEvent: a reader given a GTID set goes
+// straight to its start position; one inside an event (a checkpoint that
+// is not one) is an error, where the reader once handed out the middle of
+// the event as an unknown event.
+func TestReaderRefusesAStartInsideAnEvent(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	l, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := l.NewWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "mysql-bin.000001"
+	g := &synth{rng: rand.New(rand.NewSource(2)), checksum: true, off: 4}
+	rotateTo(t, w, name)
+	writeRaw(t, w, g.fde())
+	first := g.off
+	for i := 0; i < 3; i++ {
+		for _, raw := range g.txn() {
+			writeRaw(t, w, raw)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if r, err := l.NewReader(sluice.Position{File: name, Pos: uint32(first), GTIDSet: "0-1-1"}, nil); err != nil {
+		t.Fatalf("at the first transaction: %v", err)
+	} else {
+		r.Close()
+	}
+	at := sluice.Position{File: name, Pos: uint32(first) + 7, GTIDSet: "0-1-1"}
+	r, err := l.NewReader(at, nil)
+	if err == nil {
+		r.Close()
+		t.Fatalf("a start inside an event (%s) was accepted", at)
+	}
+	if !strings.Contains(err.Error(), "not an event boundary") {
+		t.Fatalf("a start inside an event: %v", err)
+	}
 }
