@@ -66,6 +66,7 @@ type Sink struct {
 	inClient bool      // the client has a transaction open (BeginTransaction called, not ended)
 	inSource bool      // between a source Begin and its Commit
 	began    time.Time // when the open Kafka transaction began
+	behind   bool      // the last source transaction is old: a backlog (commit.go's batchLimits)
 	meta     txnMeta
 	row      int
 	last     sluice.Position // end of the last source transaction written
@@ -349,7 +350,12 @@ func (s *Sink) write(ctx context.Context, it *sluice.StreamItem) error {
 		s.inSource = false
 		s.last = it.End
 		s.batch.Txns++
-		if s.batch.Txns >= uint64(s.cfg.MaxBatchTxns) {
+		ts := it.Timestamp
+		if ts == 0 {
+			ts = s.meta.ts
+		}
+		s.behind = catchingUp(ts, time.Now())
+		if _, maxTxns := s.batchLimits(); s.batch.Txns >= maxTxns {
 			return s.startCommitLocked(ctx)
 		}
 	case sluice.ItemDDL:
