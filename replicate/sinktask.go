@@ -76,6 +76,7 @@ func SinkFromTask(tc *task.Config) (Config, kafka.Config, error) {
 	if ks.CreateTopics != nil {
 		kc.CreateTopics = *ks.CreateTopics
 	}
+	kc.Compression = ks.Compression
 	if ks.Partitions > 0 {
 		kc.Partitions = ks.Partitions
 	}

@@ -184,6 +184,9 @@ type KafkaSink struct {
 	// CA that signed the brokers' certificates (default: the system's),
 	// cert and key a client certificate (ssl.client.auth).
 	TLS *sluice.TLS `yaml:"tls"`
+	// Compression of the record batches: none (default), snappy, lz4,
+	// zstd or gzip.
+	Compression string `yaml:"compression"`
 }
 
 // KafkaSASL is sink.kafka.sasl: the SASL login of the Kafka sink.

@@ -63,6 +63,10 @@ type Config struct {
 	SASL *SASL
 	// TLS encrypts the connections (nil: plaintext).
 	TLS *tls.Config
+	// Compression of the record batches: none (the default, as Kafka's
+	// own producer and so Debezium under Kafka Connect), snappy, lz4,
+	// zstd or gzip.
+	Compression string
 }
 
 // SASL mechanisms the sink speaks.
@@ -130,6 +134,11 @@ func (c Config) Validate() error {
 		if c.SASL.User == "" {
 			return bad("sink.kafka.sasl.user is empty", "set sasl: {mechanism: PLAIN, user: U, password: ${VAR}}")
 		}
+	}
+	switch c.Compression {
+	case "", "none", "snappy", "lz4", "zstd", "gzip":
+	default:
+		return bad(fmt.Sprintf("sink.kafka.compression %q", c.Compression), "use none, snappy, lz4, zstd or gzip")
 	}
 	if c.Partitions < 1 || c.MaxBatchTxns < 1 || c.CommitInterval <= 0 || c.TxnTimeout < time.Second {
 		return bad("partitions, batch or interval out of range", "use DefaultConfig")

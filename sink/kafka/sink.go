@@ -161,8 +161,27 @@ func (s *Sink) newClient() (*kgo.Client, error) {
 		kgo.MaxBufferedRecords(20000),
 		kgo.UnknownTopicRetries(2),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // Kafka's murmur2 on the key, as Java producers hash
+		kgo.ProducerBatchCompression(s.compression()),
 		kgo.WithHooks(&s.w),
 	)...)
+}
+
+// compression is the codec of the record batches. franz-go would
+// compress with snappy unless told; Kafka's own producer sends them as
+// they are unless told, and the broker then need not decompress a batch
+// to validate it.
+func (s *Sink) compression() kgo.CompressionCodec {
+	switch s.cfg.Compression {
+	case "snappy":
+		return kgo.SnappyCompression()
+	case "lz4":
+		return kgo.Lz4Compression()
+	case "zstd":
+		return kgo.ZstdCompression()
+	case "gzip":
+		return kgo.GzipCompression()
+	}
+	return kgo.NoCompression()
 }
 
 // readCheckpoint reads the offsets topic up to its last stable offset
