@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
 )
 
@@ -56,16 +57,6 @@ func (p *coordProc) kill() {
 	_ = p.cmd.Wait()
 }
 
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 type attempt struct {
 	gid    string
 	amount int64
@@ -82,7 +73,7 @@ func TestCoordinatorCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills processes under load")
 	}
-	bin := buildSluice(t)
+	bin := sandboxtest.BuildSluice(t)
 	t.Run("mysql, two coordinators", func(t *testing.T) {
 		crashTest(t, bin, fmt.Sprintf("mysql://root@127.0.0.1:%d/dtx_crash", inst.Port), 2)
 	})

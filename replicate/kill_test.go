@@ -21,18 +21,6 @@ import (
 	"github.com/sluice-db/sluice/sandbox"
 )
 
-// buildSluice builds the CLI (without -race: it is the system under test,
-// run as a separate process).
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build sluice: %v: %s", err, out)
-	}
-	return bin
-}
-
 // killScenario is the exactly-once test shared by both commit orders. It
 // kills the sluice process with SIGKILL at random moments while sysbench
 // oltp_write_only and plain INSERTs into a table without a key run on the
@@ -78,7 +66,7 @@ func (k killScenario) run(t *testing.T) killResult {
 	if _, err := exec.LookPath("sysbench"); err != nil {
 		t.Fatalf("sysbench not installed: %v", err)
 	}
-	r := killResult{bin: buildSluice(t), dst: sandboxtest.Start(t, k.dstName)}
+	r := killResult{bin: sandboxtest.BuildSluice(t), dst: sandboxtest.Start(t, k.dstName)}
 	src := sandboxtest.MustOpen(t, srcInst, "")
 	start := masterStatus(t, src)
 	sandboxtest.MustExec(t, src, "CREATE DATABASE "+k.schema, "CREATE TABLE "+k.schema+".nokey (a int, b varchar(64))")

@@ -22,7 +22,7 @@ import (
 // it instead of exiting with "task.lock is locked". A second process
 // started beside a live one is still refused at once, naming its pid.
 func TestKill9ImmediateRestart(t *testing.T) {
-	bin := buildSluice(t)
+	bin := sandboxtest.BuildSluice(t)
 	dyingHolder(t, bin)
 	src := sandboxtest.MustOpen(t, srcInst, "")
 	d := sandboxtest.MustOpen(t, dstInst, "")

@@ -24,7 +24,7 @@ import (
 // relay where its complete data ended, and mariadb-binlog through it then
 // prints exactly what it prints reading the source.
 func TestServeCommandSurvivesKill9(t *testing.T) {
-	bin := buildSluice(t)
+	bin := sandboxtest.BuildSluice(t)
 	inst := sandboxtest.Start(t, "src")
 	db := sandboxtest.MustOpen(t, inst, "")
 	start := masterStatus(t, db)
@@ -101,7 +101,7 @@ serve:
 // down, and after the restart both replicas reconnect on their own
 // (MASTER_CONNECT_RETRY) and end equal to the source by CHECKSUM TABLE.
 func TestTwoReplicasSurviveKill9OfServe(t *testing.T) {
-	bin := buildSluice(t)
+	bin := sandboxtest.BuildSluice(t)
 	inst := sandboxtest.Start(t, "src")
 	db := sandboxtest.MustOpen(t, inst, "")
 	start := masterStatus(t, db)
@@ -180,17 +180,6 @@ func waitApplied(t *testing.T, r *sql.DB, pos sluice.Position) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// buildSluice builds the CLI (without -race: it is the system under test,
-// run as a separate process).
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("build sluice: %v: %s", err, out)
-	}
-	return bin
 }
 
 // startServeCmd runs `sluice serve --config taskFile`, the users' password

@@ -58,7 +58,7 @@ var serverOpts = []string{"max_allowed_packet=64M", "slave_max_allowed_packet=1G
 // gtid_slave_pos reaches the source's and CHECKSUM TABLE is equal on both;
 // sluice's peak RSS (VmHWM of the process) stays under rssBudget.
 func TestHugeTransactionThroughServe(t *testing.T) {
-	bin := buildSluice(t)
+	bin := sandboxtest.BuildSluice(t)
 	insts := startSandboxes(t, "src", "rep")
 	src, rep := insts[0], insts[1]
 	db := sandboxtest.MustOpen(t, src, "")
@@ -112,7 +112,7 @@ func TestHugeTransactionThroughGlobalBinlog(t *testing.T) {
 	if os.Getenv("SLUICE_HUGE") == "" {
 		t.Skip("set SLUICE_HUGE=1 (docs/manual/huge-transactions.md)")
 	}
-	bin := buildSluice(t)
+	bin := sandboxtest.BuildSluice(t)
 	insts := startSandboxes(t, "shard1", "shard2", "rep")
 	s1, s2, rep := insts[0], insts[1], insts[2]
 	db1, db2 := sandboxtest.MustOpen(t, s1, ""), sandboxtest.MustOpen(t, s2, "")
@@ -370,17 +370,6 @@ func vmHWM(t *testing.T, pid int) int64 {
 	}
 	t.Fatalf("no VmHWM in /proc/%d/status", pid)
 	return 0
-}
-
-// buildSluice builds the CLI (without -race: it is the system under test,
-// run as a separate process, and its memory is what is measured).
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("build sluice: %v: %s", err, out)
-	}
-	return bin
 }
 
 // startServe runs `sluice serve --config taskFile`, the users' password in

@@ -39,7 +39,7 @@ func TestKafkaACLsAndSASL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs MariaDB and Kafka")
 	}
-	bin := buildSluice(t)
+	bin := sandboxtest.BuildSluice(t)
 	k := sandboxtest.StartOwnSASLKafka(t)
 	creds, err := k.Credentials()
 	if err != nil {

@@ -42,18 +42,6 @@ func masterStatus(tb testing.TB, db *sql.DB) sluice.Position {
 	return sandboxtest.MasterStatusGTID(tb, db)
 }
 
-// buildSluice builds the CLI (without -race: it is the system under test,
-// run as a separate process).
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build sluice: %v: %s", err, out)
-	}
-	return bin
-}
-
 // event is one change event as a consumer sees it.
 type event struct {
 	Topic  string

@@ -111,7 +111,7 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 	seed := sandboxtest.Seed(t)
 	rng := rand.New(rand.NewSource(seed))
 	k := sandboxtest.StartKafka(t)
-	bin := buildSluice(t)
+	bin := sandboxtest.BuildSluice(t)
 	src := sandboxtest.MustOpen(t, srcInst, "")
 	const schema = "kx"
 	tables := []string{"t1", "t2"}

@@ -35,7 +35,7 @@ func TestKafkaSinkSnapshotThenChanges(t *testing.T) {
 	}
 	seed := sandboxtest.Seed(t)
 	k := sandboxtest.StartKafka(t)
-	bin := buildSluice(t)
+	bin := sandboxtest.BuildSluice(t)
 	src := sandboxtest.MustOpen(t, srcInst, "")
 	const schema = "ks"
 	sandboxtest.MustExec(t, src, "DROP DATABASE IF EXISTS "+schema, "CREATE DATABASE "+schema,
