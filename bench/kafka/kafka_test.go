@@ -109,10 +109,15 @@ func TestSummaryAndTable(t *testing.T) {
 		t.Fatalf("CPU per M events %v", ss[0].CPUPerMEvents)
 	}
 	tab := renderTable(rs)
-	for _, want := range []string{"**5.00×**", "4.00× as fast", "| sluice | 3 | 400 | 0 | 100 |", "### Live", "| 12.0 | 80.0 | 100 (101) |"} {
+	for _, want := range []string{"sluice / debezium events/s: **5.00×** (goal ≥ 3×), rounds 3.00, 12.00, 5.00", "4.00× as fast", "| sluice | 3 | 400 | 0 | 100 |", "### Live", "| 12.0 | 80.0 | 100 (101) |"} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
 		}
+	}
+	// Another sluice build is an A/B, not the goal's peer.
+	rs = append(rs, result{Part: "backlog", Round: 1, Name: "sluice-b", Events: 400, EPS: 45, TotalSecs: 20})
+	if tab := renderTable(rs); !strings.Contains(tab, "sluice / sluice-b events/s: **2.22×**, rounds 2.00;") || !strings.Contains(tab, "sluice / debezium events/s: **5.00×** (goal") {
+		t.Errorf("A/B ratio:\n%s", tab)
 	}
 	if median([]float64{4, 1, 3, 2}) != 2.5 || median(nil) != 0 {
 		t.Error("median")

@@ -126,9 +126,18 @@ func renderTable(rs []result) string {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.0f | %.2f | %.1f s | %.1f s | %.1f | %.1f | %.1f | %.0f |\n",
 			s.Name, s.Rounds, s.Events, s.Dups, s.EPS, s.MBps, s.StartSecs, s.TotalSecs, s.CPU, s.CPUPerMEvents, s.CPUTotal, s.RSS)
 	}
-	if len(ss) >= 2 && ss[1].EPS > 0 && ss[0].TotalSecs > 0 {
-		fmt.Fprintf(&b, "\n%s / %s events/s: **%.2f×** (goal ≥ 3×); backlog turned into events, start to last event: %.2f× as fast\n",
-			ss[0].Name, ss[1].Name, ss[0].EPS/ss[1].EPS, ss[1].TotalSecs/ss[0].TotalSecs)
+	// The first peer (sluice) against each other one: the goal is
+	// against Debezium; other sluice builds (SLUICE_B) are an A/B.
+	for _, o := range ss[min(1, len(ss)):] {
+		if o.EPS <= 0 || ss[0].TotalSecs <= 0 {
+			continue
+		}
+		goal := ""
+		if o.Name == "debezium" {
+			goal = " (goal ≥ 3×)"
+		}
+		fmt.Fprintf(&b, "\n%s / %s events/s: **%.2f×**%s, rounds %s; backlog turned into events, start to last event: %.2f× as fast\n",
+			ss[0].Name, o.Name, ss[0].EPS/o.EPS, goal, roundRatios(rs, ss[0].Name, o.Name), o.TotalSecs/ss[0].TotalSecs)
 	}
 	live := false
 	for _, x := range rs {
@@ -145,4 +154,25 @@ func renderTable(rs []result) string {
 			x.Name, x.SourceTPS, x.Events, x.Dups, x.EPS, x.MBps, x.DTp50, x.DTp99, x.DTn, x.HBInserted, x.CPUSecs, x.RSSMB)
 	}
 	return b.String()
+}
+
+// roundRatios are a's events/s over b's in each backlog round both ran.
+func roundRatios(rs []result, a, b string) string {
+	eps := map[string]map[int]float64{a: {}, b: {}}
+	var rounds []int
+	for _, x := range rs {
+		if x.Part == "backlog" && eps[x.Name] != nil {
+			if x.Name == a {
+				rounds = append(rounds, x.Round)
+			}
+			eps[x.Name][x.Round] = x.EPS
+		}
+	}
+	var out []string
+	for _, r := range rounds {
+		if eps[b][r] > 0 {
+			out = append(out, fmt.Sprintf("%.2f", eps[a][r]/eps[b][r]))
+		}
+	}
+	return strings.Join(out, ", ")
 }
