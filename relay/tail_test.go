@@ -433,17 +433,7 @@ func TestTailMarkReadsOnlyTheTail(t *testing.T) {
 	const name = "mysql-bin.000001"
 	cfg := DefaultConfig(dir)
 	cfg.Sync = SyncCommit
-	l, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := l.NewWriter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &synth{rng: rand.New(rand.NewSource(seed)), checksum: true, off: 4}
-	rotateTo(t, w, name)
-	writeRaw(t, w, g.fde())
+	l, w, g := synthRelay(t, cfg, name, seed)
 	for g.off < 32<<20 {
 		for _, raw := range g.txn() {
 			writeRaw(t, w, raw)
@@ -539,4 +529,23 @@ func TestTailMarkEncoding(t *testing.T) {
 			t.Fatalf("a record cut at %d was accepted", i)
 		}
 	}
+}
+
+// synthRelay opens a relay with cfg and starts file name in it with a
+// synthetic format description event (checksums on), its events drawn
+// from seed.
+func synthRelay(t *testing.T, cfg Config, name string, seed int64) (*Log, *Writer, *synth) {
+	t.Helper()
+	l, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := l.NewWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &synth{rng: rand.New(rand.NewSource(seed)), checksum: true, off: 4}
+	rotateTo(t, w, name)
+	writeRaw(t, w, g.fde())
+	return l, w, g
 }

@@ -3,7 +3,6 @@ package relay
 import (
 	"bytes"
 	"context"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,18 +31,8 @@ func TestFilePast4GiB(t *testing.T) {
 	dir := t.TempDir()
 	cfg := DefaultConfig(dir)
 	cfg.Sync = SyncCommit
-	l, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := l.NewWriter()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const name = "mysql-bin.000001"
-	g := &synth{rng: rand.New(rand.NewSource(1)), checksum: true, off: 4}
-	rotateTo(t, w, name)
-	writeRaw(t, w, g.fde())
+	l, w, g := synthRelay(t, cfg, name, 1)
 	for _, raw := range g.txn() {
 		writeRaw(t, w, raw)
 	}
@@ -174,19 +163,8 @@ func TestFilePast4GiB(t *testing.T) {
 // is not one) is an error, where the reader once handed out the middle of
 // the event as an unknown event.
 func TestReaderRefusesAStartInsideAnEvent(t *testing.T) {
-	cfg := DefaultConfig(t.TempDir())
-	l, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := l.NewWriter()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const name = "mysql-bin.000001"
-	g := &synth{rng: rand.New(rand.NewSource(2)), checksum: true, off: 4}
-	rotateTo(t, w, name)
-	writeRaw(t, w, g.fde())
+	l, w, g := synthRelay(t, DefaultConfig(t.TempDir()), name, 2)
 	first := g.off
 	for i := 0; i < 3; i++ {
 		for _, raw := range g.txn() {
