@@ -154,7 +154,7 @@ func (s *TableSpec) AppendRowExists(b []byte, row []any) []byte {
 			}
 			b = append(b, s.Cols[k]...)
 			b = append(b, '=')
-			b = AppendValue(b, row[k])
+			b = appendKeyValue(b, row[k])
 			n++
 		}
 	}
@@ -172,6 +172,20 @@ func (s *TableSpec) AppendRowExists(b []byte, row []any) []byte {
 		b = AppendValue(b, row[i])
 	}
 	return append(b, ')')
+}
+
+// appendKeyValue writes a key value to compare with: a float as its exact
+// double, since the shortest form of a FLOAT (1.0000001) is read as a
+// DECIMAL that the stored FLOAT (1.0000001192092896 as a double) does not
+// equal, and a WHERE by a FLOAT key found no row (difftest seed 2535).
+func appendKeyValue(b []byte, v any) []byte {
+	switch x := v.(type) {
+	case float32:
+		return appendExactDouble(b, float64(x))
+	case float64:
+		return appendExactDouble(b, x)
+	}
+	return AppendValue(b, v)
 }
 
 // appendExactDouble writes f in exponent form, which MariaDB reads as a
@@ -270,7 +284,7 @@ func (s *TableSpec) AppendDeleteIn(b []byte, rows ...[]any) []byte {
 		if n > 0 {
 			b = append(b, ',')
 		}
-		b = AppendValue(b, r[k])
+		b = appendKeyValue(b, r[k])
 	}
 	b = append(b, ')')
 	if s.keyExact != nil && s.keyExact[k] {
@@ -310,7 +324,7 @@ func (s *TableSpec) appendWhere(b []byte, row []any) []byte {
 		} else {
 			b = append(b, '=')
 		}
-		b = AppendValue(b, row[i])
+		b = appendKeyValue(b, row[i])
 		b = s.appendKeyExact(b, i, row[i])
 	}
 	if s.Keyless {

@@ -2,6 +2,7 @@ package sqlgen
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,25 @@ func TestDML(t *testing.T) {
 	q, args = s.Insert(r1)
 	if q != "INSERT INTO `d`.`t``x` (`id`,`v`,`f`) VALUES (?,?,?)" || len(args) != 3 {
 		t.Errorf("placeholder insert %s %v", q, args)
+	}
+}
+
+// TestFloatKeyIsMatchedExactly: a WHERE by a FLOAT key writes the stored
+// value as its exact double. The shortest form (1.0000001) is a DECIMAL
+// that the FLOAT column, read as the double 1.0000001192092896, does not
+// equal: an UPDATE by such a key matched no row (difftest seed 2535).
+func TestFloatKeyIsMatchedExactly(t *testing.T) {
+	tb := &sluice.Table{Ref: sluice.TableRef{Schema: "s", Name: "t"}, Columns: []sluice.Column{
+		{Name: "f", DataType: "float"}, {Name: "v", DataType: "int", Nullable: true}}, PK: []int{0}}
+	s := NewTableSpec(tb, tb.Ref)
+	row := []any{float32(1.0000001), int32(7)}
+	for name, got := range map[string]string{
+		"delete":    string(s.AppendDelete(nil, row)),
+		"delete in": string(s.AppendDeleteIn(nil, row)),
+		"exists":    string(s.AppendRowExists(nil, row)),
+	} {
+		if !strings.Contains(got, "`f`=1.0000001192092896e+00") && !strings.Contains(got, "IN (1.0000001192092896e+00)") {
+			t.Errorf("%s: %s does not compare the key with its exact double", name, got)
+		}
 	}
 }
