@@ -168,7 +168,13 @@ func TestRetryLimit(t *testing.T) {
 		if fmt.Sprint(eff) != fmt.Sprint(map[string]int{"TransOut": 1, "TransOutCompensate": 1}) {
 			t.Fatalf("effects %v", eff)
 		}
-		if n := counterValue(t, srv.Coord.Metrics().Transactions.WithLabelValues("saga", "failed")); n != 1 {
+		// The metric counts a finish once it is stored, so it moves just
+		// after the stored status a query reads: wait for it, bounded.
+		failed := srv.Coord.Metrics().Transactions.WithLabelValues("saga", "failed")
+		for end := time.Now().Add(10 * time.Second); counterValue(t, failed) < 1 && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := counterValue(t, failed); n != 1 {
 			t.Fatalf("failed transactions metric %v, want 1", n)
 		}
 	})
