@@ -57,3 +57,34 @@ func TestMarkdown(t *testing.T) {
 		}
 	}
 }
+
+// The delay from the commit's OK is arrival - OK (an arrival before the OK
+// counts as 0 and as early), and "behind first" is each reader's arrival
+// minus the earliest reader's, per heartbeat.
+func TestCommitDT(t *testing.T) {
+	h := newHBLog()
+	for id := int64(1); id <= 100; id++ {
+		h.note(hbKey{0, id}, id*1000, id*1000+500) // OK 0.5 ms after the send
+	}
+	direct := newConsumer(endpoint{Name: "direct"}, 1, 1, 1)
+	served := newConsumer(endpoint{Name: "served"}, 2, 1, 1)
+	for id := int64(1); id <= 100; id++ {
+		direct.arrived[hbKey{0, id}] = id*1000 + 400                // before the OK
+		served.arrived[hbKey{0, id}] = id*1000 + 500 + 2000 + id*10 // 2-3 ms after it
+	}
+	served.arrived[hbKey{1, 7}] = 1 // another source's heartbeat the writer never acked: behind only
+	rs := []result{{Name: "direct"}, {Name: "served"}}
+	commitDT(rs, []*consumer{direct, served}, h)
+	if rs[0].AckEarly != 100 || rs[0].AckDTn != 100 || rs[0].AckDTp99 > 0.01 {
+		t.Errorf("direct: %+v", rs[0])
+	}
+	if rs[1].AckEarly != 0 || rs[1].AckDTn != 100 || rs[1].AckDTp50 < 2.4 || rs[1].AckDTp50 > 2.6 || rs[1].AckDTp99 < 2.9 || rs[1].AckDTp99 > 3.1 {
+		t.Errorf("served: %+v", rs[1])
+	}
+	if rs[0].Behindp99 > 0.01 || rs[1].Behindp50 < 2.5 || rs[1].Behindp50 > 2.7 {
+		t.Errorf("behind first: direct %+v served %+v", rs[0], rs[1])
+	}
+	if p50, p99 := h.commit.ValueAtQuantile(50), h.commit.ValueAtQuantile(99); p50 != 500 || p99 != 500 {
+		t.Errorf("commit round trip %d/%d µs", p50, p99)
+	}
+}

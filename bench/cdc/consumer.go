@@ -80,6 +80,7 @@ type consumer struct {
 	seen      int // final markers seen
 	end       time.Time
 	dt        *hdrhistogram.Histogram // µs
+	arrived   map[hbKey]int64         // heartbeat -> arrival, µs (commitdt.go)
 	runID     int64
 	done      chan struct{}
 	large     largeObs
@@ -103,7 +104,7 @@ type largeObs struct {
 
 func newConsumer(ep endpoint, serverID uint32, markers int, runID int64) *consumer {
 	return &consumer{ep: ep, serverID: serverID, markers: markers, runID: runID,
-		dt: hdrhistogram.New(1, 3_600_000_000, 3), done: make(chan struct{})}
+		dt: hdrhistogram.New(1, 3_600_000_000, 3), done: make(chan struct{}), arrived: map[hbKey]int64{}}
 }
 
 // position is the endpoint's SHOW MASTER STATUS: sluice serve answers it
@@ -239,13 +240,15 @@ func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
 		case "heartbeat":
 			c.hbTxns++
 			for _, row := range e.Rows {
-				// bench.heartbeat is (run BIGINT, ts BIGINT, mark TINYINT, id ...).
-				if len(row) < 3 {
+				// bench.heartbeat is (run BIGINT, ts BIGINT, mark TINYINT, id BIGINT, src TINYINT).
+				if len(row) < 5 {
 					continue
 				}
 				run, _ := row[0].(int64)
 				ts, _ := row[1].(int64)
 				mark, _ := row[2].(int8)
+				id, _ := row[3].(int64)
+				src, _ := row[4].(int8)
 				if run != c.runID {
 					continue
 				}
@@ -257,6 +260,7 @@ func (c *consumer) observe(ev *replication.BinlogEvent, now time.Time) {
 					_ = c.dt.RecordValue(d)
 					c.noteStall(now, d)
 				}
+				c.arrived[hbKey{src, id}] = now.UnixMicro()
 			}
 		case "big":
 			if !c.inLarge && !c.largeSeen {
@@ -311,8 +315,17 @@ type result struct {
 	DTp99         float64 `json:"dt_p99_ms"`
 	DTmax         float64 `json:"dt_max_ms"`
 	DTn           int64   `json:"dt_samples"`
-	Complete      bool    `json:"complete"`
-	Stalls        []stall `json:"stalls,omitempty"`
+	// From the commit's acknowledgement (a lower bound of the delay from
+	// the commit; arrivals before the OK count as 0, AckEarly of them),
+	// and behind the first reader of the same heartbeat: commitdt.go.
+	AckDTp50  float64 `json:"ack_dt_p50_ms"`
+	AckDTp99  float64 `json:"ack_dt_p99_ms"`
+	AckDTn    int64   `json:"ack_dt_samples"`
+	AckEarly  int64   `json:"ack_early"`
+	Behindp50 float64 `json:"behind_first_p50_ms"`
+	Behindp99 float64 `json:"behind_first_p99_ms"`
+	Complete  bool    `json:"complete"`
+	Stalls    []stall `json:"stalls,omitempty"`
 	// The large transaction (part large): XID arrival - COMMIT sent,
 	// and its events' rate from its first event to its XID.
 	LargeDT  float64 `json:"large_dt_ms,omitempty"`

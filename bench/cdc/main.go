@@ -55,6 +55,10 @@ type record struct {
 	SluiceRSS float64  `json:"sluice_peak_rss_mb"`
 	WindowSec float64  `json:"window_secs"`     // the longest consumer window (for sluice's CPU share)
 	Round     int      `json:"round,omitempty"` // catchup: which round
+	// The heartbeats' commit round trip, INSERT sent to OK (ms): the gap
+	// between the DT columns' two bounds (commitdt.go).
+	HBCommitP50 float64 `json:"hb_commit_p50_ms,omitempty"`
+	HBCommitP99 float64 `json:"hb_commit_p99_ms,omitempty"`
 }
 
 func main() {
@@ -114,6 +118,7 @@ func runCmd(args []string) error {
 		for _, q := range []string{
 			"CREATE DATABASE IF NOT EXISTS bench",
 			"CREATE TABLE IF NOT EXISTS bench.heartbeat (run BIGINT NOT NULL, ts BIGINT NOT NULL, mark TINYINT NOT NULL, id BIGINT NOT NULL AUTO_INCREMENT, PRIMARY KEY (id))",
+			"ALTER TABLE bench.heartbeat ADD COLUMN IF NOT EXISTS src TINYINT NOT NULL DEFAULT 0",
 			"CREATE TABLE IF NOT EXISTS bench.big (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, b LONGBLOB)",
 		} {
 			if _, err := db.ExecContext(ctx, q); err != nil {
@@ -160,14 +165,15 @@ func runCmd(args []string) error {
 	hbStop := make(chan struct{})
 	var hbWG sync.WaitGroup
 	hbErr := make(chan error, len(srcs))
-	for _, db := range srcs {
+	hb := newHBLog()
+	for i, db := range srcs {
 		hbWG.Add(1)
-		go func(db *sql.DB) {
+		go func(db *sql.DB, src int8) {
 			defer hbWG.Done()
-			if err := heartbeat(hbStop, db, runID); err != nil {
+			if err := heartbeat(hbStop, db, runID, src, hb); err != nil {
 				hbErr <- err
 			}
-		}(db)
+		}(db, int8(i))
 	}
 
 	rec := record{Part: *part, Workload: *workload, Threads: *threads, Sources: len(heartbeats),
@@ -211,8 +217,15 @@ func runCmd(args []string) error {
 		r := c.result(end, commitSent)
 		rec.Consumers = append(rec.Consumers, r)
 		rec.WindowSec = max(rec.WindowSec, r.Secs)
-		fmt.Printf("  %-8s %8.0f TPS %9.0f EPS %7.2f MB/s  DT p50 %6.1f ms p99 %7.1f ms (n=%d)%s%s\n",
-			r.Name, r.TPS, r.EPS, r.BPS/1e6, r.DTp50, r.DTp99, r.DTn, largeLine(r), stallLine(r.Stalls))
+	}
+	commitDT(rec.Consumers, cs, hb)
+	rec.HBCommitP50, rec.HBCommitP99 = float64(hb.commit.ValueAtQuantile(50))/1000, float64(hb.commit.ValueAtQuantile(99))/1000
+	for _, r := range rec.Consumers {
+		fmt.Printf("  %-8s %8.0f TPS %9.0f EPS %7.2f MB/s  DT p50 %6.1f ms p99 %7.1f ms (n=%d); from the OK p50 %.1f p99 %.1f ms (%d early); behind first p50 %.1f p99 %.1f ms%s%s\n",
+			r.Name, r.TPS, r.EPS, r.BPS/1e6, r.DTp50, r.DTp99, r.DTn, r.AckDTp50, r.AckDTp99, r.AckEarly, r.Behindp50, r.Behindp99, largeLine(r), stallLine(r.Stalls))
+	}
+	if rec.HBCommitP99 > 0 {
+		fmt.Printf("  heartbeat commit round trip (INSERT sent to OK) p50 %.1f ms p99 %.1f ms\n", rec.HBCommitP50, rec.HBCommitP99)
 	}
 	fmt.Printf("  source TPS (sysbench) %.0f; sluice CPU %.1f s, peak RSS %.0f MB\n", rec.SourceTPS, rec.SluiceCPU, rec.SluiceRSS)
 	if *out == "" {
@@ -254,7 +267,7 @@ func largeLine(r result) string {
 // one rather than piling them up: the ticker drops ticks. An insert is
 // never cancelled midway: the server could still commit it after the final
 // marker, where one reader's window would count it and another's not.
-func heartbeat(stop <-chan struct{}, db *sql.DB, runID int64) error {
+func heartbeat(stop <-chan struct{}, db *sql.DB, runID int64, src int8, hb *hbLog) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -263,8 +276,14 @@ func heartbeat(stop <-chan struct{}, db *sql.DB, runID int64) error {
 			return nil
 		case <-t.C:
 		}
-		if _, err := db.Exec("INSERT INTO bench.heartbeat (run, ts, mark) VALUES (?, ?, 0)", runID, time.Now().UnixMicro()); err != nil {
+		sent := time.Now().UnixMicro()
+		res, err := db.Exec("INSERT INTO bench.heartbeat (run, ts, mark, src) VALUES (?, ?, 0, ?)", runID, sent, src)
+		if err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
+		}
+		acked := time.Now().UnixMicro()
+		if id, err := res.LastInsertId(); err == nil {
+			hb.note(hbKey{src, id}, sent, acked)
 		}
 	}
 }

@@ -66,6 +66,22 @@ func dt(r result) string {
 	return s
 }
 
+// ackDT is the delay from the commit's OK, with how many heartbeats
+// arrived before it (counted as 0).
+func ackDT(r result) string {
+	if r.AckDTn == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f / %.0f (%d of %d early)", r.AckDTp50, r.AckDTp99, r.AckEarly, r.AckDTn)
+}
+
+func pair(a, b float64) string {
+	if a == 0 && b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f / %.0f", a, b)
+}
+
 func mb(v float64) string { return fmt.Sprintf("%.2f", v/1e6) }
 
 func cpuRSS(r record) string {
@@ -93,16 +109,17 @@ func markdown(recs []record) string {
 	}
 	if len(sb) > 0 {
 		b.WriteString("### sysbench: sluice serve vs MariaDB serving its own binlog (both read at once, same load)\n\n")
-		b.WriteString("| workload | threads | source TPS (sysbench) | DT p50 / p99 ms served | DT p50 / p99 ms direct | BPS MB/s served | BPS direct | BPS ratio | EPS served | EPS direct | TPS served | TPS direct | TPS ratio | sluice CPU | sluice peak RSS MB |\n")
-		b.WriteString("| :-- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
+		b.WriteString("| workload | threads | source TPS (sysbench) | DT p50 / p99 ms served | DT p50 / p99 ms direct | DT from the OK p50 / p99 ms served | DT from the OK direct | served behind direct p50 / p99 ms | heartbeat commit round trip p50 / p99 ms | BPS MB/s served | BPS direct | BPS ratio | EPS served | EPS direct | TPS served | TPS direct | TPS ratio | sluice CPU | sluice peak RSS MB |\n")
+		b.WriteString("| :-- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |\n")
 		for _, r := range sb {
 			s, _ := find(r, "served")
 			d, _ := find(r, "direct")
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %s | %s |\n",
-				r.Workload, r.Threads, r.SourceTPS, dt(s), dt(d), mb(s.BPS), mb(d.BPS), ratio(s.BPS, d.BPS),
-				s.EPS, d.EPS, s.TPS, d.TPS, ratio(s.TPS, d.TPS), cpuRSS(r))
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %s | %s |\n",
+				r.Workload, r.Threads, r.SourceTPS, dt(s), dt(d), ackDT(s), ackDT(d), pair(s.Behindp50, s.Behindp99), pair(r.HBCommitP50, r.HBCommitP99),
+				mb(s.BPS), mb(d.BPS), ratio(s.BPS, d.BPS), s.EPS, d.EPS, s.TPS, d.TPS, ratio(s.TPS, d.TPS), cpuRSS(r))
 		}
 		b.WriteString("\n")
+		b.WriteString("DT is from the heartbeat INSERT's send; \"from the OK\" from its commit's acknowledgement: the delay from the source's commit lies between the two (bench/cdc/commitdt.go). \"served behind direct\" is what sluice adds per heartbeat over MariaDB's own dump.\n\n")
 	}
 	if len(cu) > 0 {
 		b.WriteString(catchupTable(cu))
