@@ -34,6 +34,10 @@
 #      BUFFER_POOL (512M per sandbox) SLUICE (bin/sluice) OUT (bench/out/cdc.md)
 #      DRAIN (5m: how long a consumer may take to catch up after a load) CATCHUP_ROUNDS (2)
 #      RELAY_SYNC (sluice's default, interval): the task's incremental.relay-sync
+#      RATES (none): after each sysbench row, one more row per fraction F given
+#        here (e.g. "0.9"), the same load with sysbench --rate at F x the TPS
+#        the unthrottled row just reached: the source at a rate it sustains
+#        without its commit queue growing, beside its saturated maximum
 set -euo pipefail
 
 if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
@@ -60,6 +64,7 @@ OUT=${OUT:-$PWD/bench/out/cdc.md}
 DRAIN=${DRAIN:-5m}
 CATCHUP_ROUNDS=${CATCHUP_ROUNDS:-2}
 RELAY_SYNC=${RELAY_SYNC:-}
+RATES=${RATES:-}
 SYNC_YAML=""; [ -z "$RELAY_SYNC" ] || SYNC_YAML=", relay-sync: $RELAY_SYNC"
 SECS=${DURATION%s}
 
@@ -109,8 +114,8 @@ prepare() { # port
   sysbench oltp_write_only "${SB_COMMON[@]}" --mysql-port="$1" --threads="$TABLES" prepare >/dev/null
 }
 SB_COMMON=(--tables="$TABLES" --table-size="$TABLE_SIZE" --mysql-host=127.0.0.1 --mysql-user=root --mysql-db=sbtest --db-driver=mysql)
-sb_run() { # workload port threads
-  echo "sysbench $1 ${SB_COMMON[*]} --mysql-port=$2 --threads=$3 --time=$SECS run"
+sb_run() { # workload port threads [rate]
+  echo "sysbench $1 ${SB_COMMON[*]} --mysql-port=$2 --threads=$3 --time=$SECS ${4:+--rate=$4} run"
 }
 # start_sluice TASK-FILE: sluice serve in the background; waits until it serves.
 start_sluice() {
@@ -153,6 +158,12 @@ YAML
       for t in $THREADS; do
         echo "== $w, $t threads, ${SECS}s (sluice serve and MariaDB read at once)"
         "${CDC[@]}" "${PAIR[@]}" -part sysbench -workload "$w" -threads "$t" -load "$(sb_run "$w" "$SRC_PORT" "$t")"
+        max_tps=$(tail -n 1 "$JSON" | grep -o '"source_tps":[0-9.]*' | cut -d: -f2)
+        for f in $RATES; do
+          rate=$(awk -v f="$f" -v m="$max_tps" 'BEGIN { printf "%d", f * m }')
+          echo "== $w, $t threads at --rate=$rate ($f x the $max_tps TPS just reached), ${SECS}s"
+          "${CDC[@]}" "${PAIR[@]}" -part sysbench -workload "$w" -threads "$t" -rate "$rate" -load "$(sb_run "$w" "$SRC_PORT" "$t" "$rate")"
+        done
       done
     done
   fi

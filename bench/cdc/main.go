@@ -45,6 +45,7 @@ type record struct {
 	Part      string   `json:"part"` // sysbench | global | large
 	Workload  string   `json:"workload,omitempty"`
 	Threads   int      `json:"threads,omitempty"`
+	Rate      int      `json:"rate,omitempty"` // sysbench --rate, 0 unthrottled
 	Sources   int      `json:"sources"`
 	Size      int64    `json:"size,omitempty"` // large: the transaction's bytes of row data
 	When      string   `json:"when"`
@@ -94,6 +95,7 @@ func runCmd(args []string) error {
 	part := fs.String("part", "sysbench", "label: sysbench, global or large")
 	workload := fs.String("workload", "", "label")
 	threads := fs.Int("threads", 0, "label")
+	rate := fs.Int("rate", 0, "label: the load's sysbench --rate (0: unthrottled)")
 	drain := fs.Duration("drain", 2*time.Minute, "how long to wait after the load for every consumer's final marker")
 	out := fs.String("json", "", "append the record to this file (JSON lines)")
 	_ = fs.Parse(args)
@@ -176,7 +178,7 @@ func runCmd(args []string) error {
 		}(db, int8(i))
 	}
 
-	rec := record{Part: *part, Workload: *workload, Threads: *threads, Sources: len(heartbeats),
+	rec := record{Part: *part, Workload: *workload, Threads: *threads, Rate: *rate, Sources: len(heartbeats),
 		When: t0.UTC().Format("2006-01-02 15:04 UTC"), Size: *large}
 	var commitSent time.Time
 	var loadErr error

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -114,8 +115,12 @@ func markdown(recs []record) string {
 		for _, r := range sb {
 			s, _ := find(r, "served")
 			d, _ := find(r, "direct")
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %s | %s |\n",
-				r.Workload, r.Threads, r.SourceTPS, dt(s), dt(d), ackDT(s), ackDT(d), pair(s.Behindp50, s.Behindp99), pair(r.HBCommitP50, r.HBCommitP99),
+			threads := strconv.Itoa(r.Threads)
+			if r.Rate > 0 {
+				threads += fmt.Sprintf(" at --rate=%d", r.Rate)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %s | %s |\n",
+				r.Workload, threads, r.SourceTPS, dt(s), dt(d), ackDT(s), ackDT(d), pair(s.Behindp50, s.Behindp99), pair(r.HBCommitP50, r.HBCommitP99),
 				mb(s.BPS), mb(d.BPS), ratio(s.BPS, d.BPS), s.EPS, d.EPS, s.TPS, d.TPS, ratio(s.TPS, d.TPS), cpuRSS(r))
 		}
 		b.WriteString("\n")
