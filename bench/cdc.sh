@@ -34,6 +34,9 @@
 #      BUFFER_POOL (512M per sandbox) SLUICE (bin/sluice) OUT (bench/out/cdc.md)
 #      DRAIN (5m: how long a consumer may take to catch up after a load) CATCHUP_ROUNDS (2)
 #      RELAY_SYNC (sluice's default, interval): the task's incremental.relay-sync
+#      SLUICE_B (none): a second sluice binary, served beside the first in the
+#        sysbench and large parts (its own relay and port; consumer "served_b"),
+#        read at once with the others: a same-run A/B of two builds
 #      RATES (none): after each sysbench row, one more row per fraction F given
 #        here (e.g. "0.9"), the same load with sysbench --rate at F x the TPS
 #        the unthrottled row just reached: the source at a rate it sustains
@@ -60,6 +63,7 @@ GLOBAL_THREADS=${GLOBAL_THREADS:-4}
 LARGE=${LARGE:-0.5 1 2}
 BUFFER_POOL=${BUFFER_POOL:-512M}
 SLUICE=${SLUICE:-$PWD/bin/sluice}
+SLUICE_B=${SLUICE_B:-}
 OUT=${OUT:-$PWD/bench/out/cdc.md}
 DRAIN=${DRAIN:-5m}
 CATCHUP_ROUNDS=${CATCHUP_ROUNDS:-2}
@@ -89,6 +93,11 @@ cleanup() {
   rm -rf "$WORK"
 }
 stop_sluice() {
+  if [ -n "${SLUICE_B_PID:-}" ]; then
+    kill "$SLUICE_B_PID" 2>/dev/null || true
+    wait "$SLUICE_B_PID" 2>/dev/null || true
+    SLUICE_B_PID=""
+  fi
   if [ -n "$SLUICE_PID" ]; then
     kill "$SLUICE_PID" 2>/dev/null || true
     wait "$SLUICE_PID" 2>/dev/null || true
@@ -117,10 +126,10 @@ SB_COMMON=(--tables="$TABLES" --table-size="$TABLE_SIZE" --mysql-host=127.0.0.1 
 sb_run() { # workload port threads [rate]
   echo "sysbench $1 ${SB_COMMON[*]} --mysql-port=$2 --threads=$3 --time=$SECS ${4:+--rate=$4} run"
 }
-# start_sluice TASK-FILE: sluice serve in the background; waits until it serves.
+# start_sluice TASK-FILE [BINARY]: sluice serve in the background; waits until it serves.
 start_sluice() {
   local log=$WORK/sluice-$(date +%s%N).log
-  "$SLUICE" serve --config "$1" >"$log" 2>&1 &
+  "${2:-$SLUICE}" serve --config "$1" >"$log" 2>&1 &
   SLUICE_PID=$!
   for _ in $(seq 1 600); do
     grep -q "serving on" "$log" && return 0
@@ -150,8 +159,17 @@ source: {host: 127.0.0.1, port: $SRC_PORT, user: root, password: ""}
 incremental: {binlog-file: $F0, binlog-pos: $P0$SYNC_YAML}
 serve: {listen: "127.0.0.1:$SERVE_PORT", server-id: 4242, users: [{user: repl, password: "\${CDC_SERVE_PW}"}]}
 YAML
+  B_CONSUMER=()
+  if [ -n "$SLUICE_B" ]; then
+    SERVE_B_PORT=$(free_port)
+    sed -e "s#dir: $WORK/serve#dir: $WORK/serve-b#" -e "s#127.0.0.1:$SERVE_PORT#127.0.0.1:$SERVE_B_PORT#" "$WORK/serve.yaml" >"$WORK/serve-b.yaml"
+    start_sluice "$WORK/serve-b.yaml" "$SLUICE_B"
+    SLUICE_B_PID=$SLUICE_PID
+    B_CONSUMER=(-consumer "served_b=repl:\${CDC_SERVE_PW}@127.0.0.1:$SERVE_B_PORT")
+    echo "== also $SLUICE_B serving on :$SERVE_B_PORT (consumer served_b)"
+  fi
   start_sluice "$WORK/serve.yaml"
-  PAIR=(-consumer "served=repl:\${CDC_SERVE_PW}@127.0.0.1:$SERVE_PORT" -consumer "direct=root:@127.0.0.1:$SRC_PORT"
+  PAIR=(-consumer "served=repl:\${CDC_SERVE_PW}@127.0.0.1:$SERVE_PORT" -consumer "direct=root:@127.0.0.1:$SRC_PORT" "${B_CONSUMER[@]}"
     -heartbeat "root@tcp(127.0.0.1:$SRC_PORT)/" -pid "$SLUICE_PID")
   if part sysbench; then
     for w in $WORKLOADS; do

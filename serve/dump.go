@@ -155,21 +155,27 @@ func (h *session) stream(req dumpRequest) error {
 	// end is the served binlog's end as last asked: while the dump is
 	// behind it, the next event is there to read, and the reader gets no
 	// heartbeat timer (a timer per event was a third of the dump's CPU
-	// while catching up, bench-cdc); only a dump that has caught up asks
-	// again, flushes, and waits.
+	// while catching up, bench-cdc); only a dump that has reached it
+	// flushes and asks again, and waits if nothing more is there.
 	end := h.s.log.End()
 	endSize := h.s.log.Size(end.File)
 	for {
 		atEnd := caughtUp(r, end, endSize)
 		if atEnd {
+			// Everything known when the end was last asked is in the
+			// buffer: it goes out now, before asking again. Flushing only
+			// once nothing more had been published let a dump that found
+			// new data at every ask (a live source under load) hold its
+			// events until 256 KiB had gathered: over 100 ms at 2 MB/s,
+			// the tail of bench-cdc's served DT.
+			if bw.Buffered() > 0 {
+				if err := bw.Flush(); err != nil {
+					return err
+				}
+			}
 			end = h.s.log.End()
 			endSize = h.s.log.Size(end.File)
 			atEnd = caughtUp(r, end, endSize)
-		}
-		if atEnd && bw.Buffered() > 0 {
-			if err := bw.Flush(); err != nil {
-				return err
-			}
 		}
 		if flags&dumpNonBlock != 0 && atEnd {
 			// The end: EOF, as a primary ends a non-blocking dump.
