@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 )
@@ -17,10 +18,15 @@ import (
 // bin/sluice FILE reads them (-sample_index=alloc_space for what a run
 // allocated, which is what costs the garbage collector). The returned
 // function ends the profiles; it must run before the process exits.
+// SLUICE_TRACE names a file for Go's execution trace of the run: where
+// goroutines waited (the scheduler, syscalls, the network), for latency
+// that a CPU profile does not show (go tool trace -pprof=sched FILE).
 func startProfile() func() {
 	stopCPU := startCPUProfile(profilePath("SLUICE_CPUPROFILE"))
+	stopTrace := startTrace(profilePath("SLUICE_TRACE"))
 	mem := profilePath("SLUICE_MEMPROFILE")
 	return func() {
+		stopTrace()
 		stopCPU()
 		if mem != "" {
 			writeMemProfile(mem)
@@ -48,6 +54,26 @@ func startCPUProfile(path string) func() {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+func startTrace(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluice: SLUICE_TRACE:", err)
+		return func() {}
+	}
+	if err := trace.Start(f); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice: SLUICE_TRACE:", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		trace.Stop()
 		f.Close()
 	}
 }
