@@ -162,7 +162,10 @@ YAML
   B_CONSUMER=()
   if [ -n "$SLUICE_B" ]; then
     SERVE_B_PORT=$(free_port)
-    sed -e "s#dir: $WORK/serve#dir: $WORK/serve-b#" -e "s#127.0.0.1:$SERVE_PORT#127.0.0.1:$SERVE_B_PORT#" "$WORK/serve.yaml" >"$WORK/serve-b.yaml"
+    # Its own task name, so its own replica server id at the source: two
+    # readers with one server id make the source drop the older one.
+    sed -e "s#^name: cdc\$#name: cdcb#" -e "s#dir: $WORK/serve#dir: $WORK/serve-b#" -e "s#127.0.0.1:$SERVE_PORT#127.0.0.1:$SERVE_B_PORT#" "$WORK/serve.yaml" >"$WORK/serve-b.yaml"
+    grep -q "^name: cdcb$" "$WORK/serve-b.yaml" || { echo "cdc: could not rename the second task" >&2; exit 2; }
     start_sluice "$WORK/serve-b.yaml" "$SLUICE_B"
     SLUICE_B_PID=$SLUICE_PID
     B_CONSUMER=(-consumer "served_b=repl:\${CDC_SERVE_PW}@127.0.0.1:$SERVE_B_PORT")
