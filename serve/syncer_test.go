@@ -2,9 +2,11 @@ package serve_test
 
 import (
 	"context"
+	"database/sql"
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,8 +29,13 @@ func TestGoMySQLSyncerFollowsTheService(t *testing.T) {
 		"CREATE TABLE d.t (id int primary key, v varchar(20))",
 		"INSERT INTO d.t VALUES (1,'a'),(2,'b')",
 		"FLUSH BINARY LOGS",
-		"UPDATE d.t SET v='c'",
 	)
+	// MariaDB writes the new file's Binlog_checkpoint on its own once the
+	// old file's commits are durable, possibly after the UPDATE: then it
+	// lay past the end taken below, where the service (read until its
+	// heartbeat) had it and the source (read to the end) did not.
+	waitCheckpoint(t, db, masterStatus(t, db).File)
+	sandboxtest.MustExec(t, db, "UPDATE d.t SET v='c'")
 	end := masterStatus(t, db)
 	l, wait := startRelay(t, inst, filepath.Join(t.TempDir(), "relay"), start)
 	wait(end)
@@ -80,5 +87,43 @@ func TestGoMySQLSyncerFollowsTheService(t *testing.T) {
 	he, ok := hb.Event.(*replication.HeartbeatEvent)
 	if !ok || hb.Header.LogPos != end.Pos || he.Filename != end.File {
 		t.Fatalf("heartbeat %#v at log_pos %d, want %s", hb.Event, hb.Header.LogPos, end)
+	}
+}
+
+// waitCheckpoint waits until file holds the Binlog_checkpoint that names
+// it.
+func waitCheckpoint(t *testing.T, db *sql.DB, file string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute) // a bound against a hang, not a speed check
+	for {
+		var n int
+		rows, err := db.Query("SHOW BINLOG EVENTS IN '" + file + "'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			// The one written when the file opened names the file
+			// before it; the one that matters names this file.
+			if string(vals[2]) == "Binlog_checkpoint" && strings.Contains(string(vals[5]), file) {
+				n++
+			}
+		}
+		rows.Close()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Binlog_checkpoint in %s after a minute", file)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
