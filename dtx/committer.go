@@ -84,6 +84,9 @@ type pending struct {
 	err   error
 	state int           // guarded by committer.mu
 	wake  chan struct{} // buffered: done, or made leader
+	// applied: when its store transaction started and returned, set by
+	// the leader before the state becomes done (for the saga trace).
+	applyStart, applyEnd time.Time
 }
 
 func newCommitter(store Store, workers, maxBatch int, wait time.Duration, m *Metrics) *committer {
@@ -99,7 +102,30 @@ func (c *committer) canLead() bool {
 
 // do applies one mutation and returns its own outcome.
 func (c *committer) do(ctx context.Context, m *Mutation) error {
-	p := &pending{m: m, wake: make(chan struct{}, 1)}
+	tr := traceFrom(ctx)
+	if tr == nil {
+		return c.do1(ctx, m, nil)
+	}
+	p := &pending{}
+	tr.mark(markEnqueue, time.Now())
+	err := c.do1(ctx, m, p)
+	if err != nil || p.applyEnd.IsZero() {
+		tr.spoil()
+		return err
+	}
+	tr.mark(markApplyStart, p.applyStart)
+	tr.mark(markApplyEnd, p.applyEnd)
+	tr.mark(markDurable, time.Now())
+	return nil
+}
+
+// do1 is do; p, when not nil, is the pending to use (its times are read
+// by the trace).
+func (c *committer) do1(ctx context.Context, m *Mutation, p *pending) error {
+	if p == nil {
+		p = &pending{}
+	}
+	p.m, p.wake = m, make(chan struct{}, 1)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -265,11 +291,13 @@ func (c *committer) lead(self *pending) {
 	}
 	start := time.Now()
 	errs, err := c.store.Apply(context.Background(), muts)
-	c.metrics.observeCommit(len(batch), time.Since(start), err)
+	end := time.Now()
+	c.metrics.observeCommit(len(batch), end.Sub(start), err)
 
 	c.mu.Lock()
 	for i, p := range batch {
 		p.state = pendDone
+		p.applyStart, p.applyEnd = start, end
 		if err != nil {
 			p.err = err
 		} else {

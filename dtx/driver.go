@@ -248,7 +248,13 @@ type outcome struct {
 // callBranch calls branch i and records the result in memory; the caller saves.
 func (r *run) callBranch(ctx context.Context, i int) outcome {
 	b := r.branches[i]
+	tr := traceFrom(ctx)
+	if tr != nil && b.URL == "" {
+		tr.spoil() // not a call: the phases would mislead
+	}
+	tr.mark(markBranchStart, time.Now())
 	res, err := r.c.callURL(ctx, r.g, b.URL, b.BranchID, b.Op, b.BinData)
+	tr.mark(markBranchEnd, time.Now())
 	return r.record(i, res, err)
 }
 
@@ -301,7 +307,8 @@ func (r *run) runParallel(ctx context.Context, idx []int) []outcome {
 		return []outcome{r.callBranch(ctx, idx[0])}
 	}
 	// callBranch writes to the run's maps: calls run concurrently, results
-	// are recorded one at a time.
+	// are recorded one at a time. The trace names sequential calls only.
+	traceFrom(ctx).spoil()
 	type raw struct {
 		i   int
 		res string

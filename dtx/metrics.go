@@ -18,6 +18,10 @@ type Metrics struct {
 	CommitTime   prometheus.Histogram
 	CommitErrors prometheus.Counter
 	Purged       prometheus.Counter
+	// Phases and SagaTime: the per-saga latency breakdown (trace.go).
+	Phases   *prometheus.CounterVec
+	SagaTime prometheus.Histogram
+	phases   [numPhases]prometheus.Counter
 
 	// branchObs caches Branch's observers by [mode, op, result]: looking a
 	// series up by its labels hashes and validates them under a lock, on
@@ -48,8 +52,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Purged: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_dtx_purged_total",
 			Help: "Finished transactions removed after the retention time."}),
 	}
+	m.Phases, m.phases = newPhaseCounters()
+	m.SagaTime = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_dtx_saga_request_seconds",
+		Help:    "Submit read to answer written, of the wait_result sagas that sluice_dtx_saga_phase_seconds_total breaks down.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
 	if reg != nil {
-		reg.MustRegister(m.Transactions, m.Branch, m.Retries, m.Stuck, m.Claimed, m.CommitBatch, m.CommitTime, m.CommitErrors, m.Purged)
+		reg.MustRegister(m.Transactions, m.Branch, m.Retries, m.Stuck, m.Claimed, m.CommitBatch, m.CommitTime, m.CommitErrors, m.Purged,
+			m.Phases, m.SagaTime)
 	}
 	return m
 }

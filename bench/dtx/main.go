@@ -454,7 +454,7 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 	// Let the coordinators finish what the window left in flight.
 	time.Sleep(500 * time.Millisecond)
 	if strings.HasPrefix(r.coordinator, "sluice") {
-		b.storeStats(ctx, r.coordinator)
+		b.storeStats(ctx, r.coordinator, 1000*float64(b.o.threads)/m.globalTPS)
 	}
 	return m, nil
 }
@@ -486,11 +486,22 @@ func (b *bench) cpuProfile(ctx context.Context, r row) {
 	}
 }
 
-var promLine = regexp.MustCompile(`^(sluice_dtx_store_commit_(?:batch_size|seconds)_(?:sum|count)|sluice_dtx_branch_duration_seconds_(?:sum|count)\{mode="saga",op="action",result="SUCCESS"\}) ([0-9.e+-]+)$`)
+var promLine = regexp.MustCompile(`^(sluice_dtx_store_commit_(?:batch_size|seconds)_(?:sum|count)|sluice_dtx_branch_duration_seconds_(?:sum|count)\{mode="saga",op="action",result="SUCCESS"\}|sluice_dtx_saga_request_seconds_(?:sum|count)|sluice_dtx_saga_phase_seconds_total\{phase="[a-z_]+"\}) ([0-9.e+-]+)$`)
+
+// sagaPhases are sluice's per-saga latency phases (dtx/trace.go), printed
+// in a saga's order, each with a short name.
+var sagaPhases = []struct{ name, short string }{
+	{"request", "read"}, {"submit_commit_queue", "c1 queue"}, {"submit_commit_write", "c1 write"},
+	{"submit_commit_wakeup", "c1 wake"}, {"to_first_branch", "to b1"}, {"branch_calls", "actions"},
+	{"between_branches", "b1-b2"}, {"to_final_commit", "to c2"}, {"final_commit_queue", "c2 queue"},
+	{"final_commit_write", "c2 write"}, {"final_commit_wakeup", "c2 wake"}, {"answer", "answer"},
+}
 
 // storeStats prints sluice's group-commit figures since the last call: how
-// many state changes shared one store transaction, and its latency.
-func (b *bench) storeStats(ctx context.Context, name string) {
+// many state changes shared one store transaction, and its latency; and
+// where a saga's time went inside sluice (ms per saga, by phase), against
+// clientMs, the mean saga latency the clients saw (clients / sagas per s).
+func (b *bench) storeStats(ctx context.Context, name string, clientMs float64) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.urls[name], "/dtmsvr")+"/metrics", nil)
 	resp, err := b.client.Do(req)
 	if err != nil {
@@ -516,6 +527,14 @@ func (b *bench) storeStats(ctx context.Context, name string) {
 		const act = `{mode="saga",op="action",result="SUCCESS"}`
 		if bn := d("sluice_dtx_branch_duration_seconds_count" + act); bn > 0 {
 			fmt.Fprintf(os.Stderr, "; saga actions %.2f ms each", 1000*d("sluice_dtx_branch_duration_seconds_sum"+act)/bn)
+		}
+		fmt.Fprintln(os.Stderr)
+	}
+	if sn := d("sluice_dtx_saga_request_seconds_count"); sn > 0 {
+		in := 1000 * d("sluice_dtx_saga_request_seconds_sum") / sn
+		fmt.Fprintf(os.Stderr, "         %s saga, ms per saga (%.0f traced): clients saw %.2f, outside sluice %.2f, sluice read->answer %.2f =", name, sn, clientMs, clientMs-in, in)
+		for _, p := range sagaPhases {
+			fmt.Fprintf(os.Stderr, " %s %.2f", p.short, 1000*d(`sluice_dtx_saga_phase_seconds_total{phase="`+p.name+`"}`)/sn)
 		}
 		fmt.Fprintln(os.Stderr)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-db/sluice/dtx"
 	"github.com/sluice-db/sluice/internal/httpwire"
 	"github.com/sluice-db/sluice/internal/rawconn"
 )
@@ -222,8 +223,9 @@ func (s *Server) serveConn(lc *leanConn) {
 			return // closed by the client (or by Shutdown while idle), or silent past the timeout
 		}
 		lc.idle.Store(false)
+		readAt := time.Now()
 		if !first {
-			reqStart = time.Now()
+			reqStart = readAt
 			if timeout > 0 {
 				_ = c.SetReadDeadline(reqStart.Add(timeout))
 			} else {
@@ -261,11 +263,16 @@ func (s *Server) serveConn(lc *leanConn) {
 		if s.closed.Load() {
 			req.close = true // as net/http while shutting down: tell the client
 		}
-		out = s.answer(out[:0], req, body)
+		var tr *dtx.Trace
+		if req.route == routeSubmit {
+			tr = dtx.NewTrace(readAt)
+		}
+		out = s.answer(out[:0], req, body, tr)
 		s.lean.Add(1) // before the answer leaves, so that whoever reads it sees the count
 		if _, err := raw.Write(out); err != nil {
 			return
 		}
+		s.api.c.ObserveTrace(tr, time.Now())
 		if req.close {
 			return
 		}
@@ -279,13 +286,14 @@ func (s *Server) serveConn(lc *leanConn) {
 }
 
 // answer runs one request and appends the whole response to out.
-func (s *Server) answer(out []byte, req leanRequest, body []byte) []byte {
+// A submit carries tr (see dtx.Trace).
+func (s *Server) answer(out []byte, req leanRequest, body []byte, tr *dtx.Trace) []byte {
 	var err error
 	switch req.route {
 	case routeNewGid:
 		return appendResponse(out, http.StatusOK, s.api.newGidBody(nil), req.close)
 	case routeSubmit:
-		err = doTrans(s.base, s.api.c.Submit, body)
+		err = doTrans(dtx.WithTrace(s.base, tr), s.api.c.Submit, body)
 	case routePrepare:
 		err = doTrans(s.base, s.api.c.Prepare, body)
 	case routeAbort:
