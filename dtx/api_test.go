@@ -232,3 +232,59 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestSagaTrace: a wait_result saga submitted over HTTP is broken down by
+// phase (sluice_dtx_saga_phase_seconds_total), the phases add up to its
+// request time, and every phase a saga must pass through took time; a
+// saga answered before its end, or rolled back, adds nothing.
+func TestSagaTrace(t *testing.T) {
+	srv := serve(t, dtxtest.FastConfig(), boltStore(t))
+	m := srv.Coord.Metrics()
+	histo := func() (uint64, float64) {
+		var d dto.Metric
+		if err := m.SagaTime.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetHistogram().GetSampleCount(), d.GetHistogram().GetSampleSum()
+	}
+	phase := func(name string) float64 { return counterValue(t, m.Phases.WithLabelValues(name)) }
+	phases := []string{"request", "submit_commit_queue", "submit_commit_wait", "submit_commit_write", "submit_commit_wakeup",
+		"to_first_branch", "branch_calls", "between_branches", "to_final_commit",
+		"final_commit_queue", "final_commit_wait", "final_commit_write", "final_commit_wakeup", "answer"}
+
+	if code, body := submitSaga(t, srv, "trace-ok", nil, true); code != 200 {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	n, total := histo()
+	if n != 1 {
+		t.Fatalf("%d sagas traced, want 1", n)
+	}
+	var sum float64
+	for _, p := range phases {
+		v := phase(p)
+		sum += v
+		// Phases that contain a system call or a business call cannot take 0.
+		switch p {
+		case "submit_commit_write", "final_commit_write", "branch_calls":
+			if v <= 0 {
+				t.Errorf("phase %s: %v s", p, v)
+			}
+		}
+	}
+	if d := sum - total; d > 1e-6 || d < -1e-6 {
+		t.Errorf("phases add up to %v s, the request took %v s", sum, total)
+	}
+	if b := phase("branch_calls"); b >= total {
+		t.Errorf("branch calls %v s of a %v s request", b, total)
+	}
+
+	if code, body := submitSaga(t, srv, "trace-async", nil, false); code != 200 {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	if code, _ := submitSaga(t, srv, "trace-rollback", map[string]string{"TransIn": "FAILURE"}, true); code != 409 {
+		t.Fatalf("rolled-back saga answered %d, want 409", code)
+	}
+	if n, _ := histo(); n != 1 {
+		t.Errorf("%d sagas traced after an async and a rolled-back one, want still 1", n)
+	}
+}

@@ -87,6 +87,9 @@ type pending struct {
 	// applied: when its store transaction started and returned, set by
 	// the leader before the state becomes done (for the saga trace).
 	applyStart, applyEnd time.Time
+	// waitStart, waitEnd: the leader's wait for company before it (zero:
+	// none).
+	waitStart, waitEnd time.Time
 }
 
 func newCommitter(store Store, workers, maxBatch int, wait time.Duration, m *Metrics) *committer {
@@ -107,16 +110,31 @@ func (c *committer) do(ctx context.Context, m *Mutation) error {
 		return c.do1(ctx, m, nil)
 	}
 	p := &pending{}
-	tr.mark(markEnqueue, time.Now())
+	enq := time.Now()
+	tr.mark(markEnqueue, enq)
 	err := c.do1(ctx, m, p)
 	if err != nil || p.applyEnd.IsZero() {
 		tr.spoil()
 		return err
 	}
+	if p.waitEnd.After(enq) {
+		// The part of its wait that the batch's leader spent waiting for
+		// company (the commit wait), apart from the wait for the store
+		// transaction in flight before it.
+		tr.mark(markWaitStart, later(enq, p.waitStart))
+		tr.mark(markWaitEnd, p.waitEnd)
+	}
 	tr.mark(markApplyStart, p.applyStart)
 	tr.mark(markApplyEnd, p.applyEnd)
 	tr.mark(markDurable, time.Now())
 	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // do1 is do; p, when not nil, is the pending to use (its times are read
@@ -238,6 +256,7 @@ func (c *committer) remove(p *pending) {
 func (c *committer) lead(self *pending) {
 	c.mu.Lock()
 	c.leads++
+	var waitStart, waitEnd time.Time // the wait for company, if any
 	switch {
 	case c.shouldWait():
 		c.skipped = 0
@@ -246,12 +265,14 @@ func (c *committer) lead(self *pending) {
 		wake := make(chan struct{}, 1)
 		c.waker = wake
 		c.mu.Unlock()
+		waitStart = time.Now()
 		t := time.NewTimer(c.wait)
 		select {
 		case <-wake:
 		case <-t.C:
 		}
 		t.Stop()
+		waitEnd = time.Now()
 		c.mu.Lock()
 		if c.waker == wake {
 			c.waker = nil
@@ -298,6 +319,7 @@ func (c *committer) lead(self *pending) {
 	for i, p := range batch {
 		p.state = pendDone
 		p.applyStart, p.applyEnd = start, end
+		p.waitStart, p.waitEnd = waitStart, waitEnd
 		if err != nil {
 			p.err = err
 		} else {

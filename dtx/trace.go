@@ -35,8 +35,8 @@ type traceMark struct {
 	at   time.Time
 }
 
-// Room for two commits (four marks each) and four branch calls.
-const traceMarks = 16
+// Room for two commits (six marks each) and four branch calls.
+const traceMarks = 20
 
 const (
 	markEnqueue    = iota // a mutation handed to the committer
@@ -45,19 +45,23 @@ const (
 	markDurable           // the caller that waited for it runs again
 	markBranchStart
 	markBranchEnd
+	markWaitStart // its batch's leader waiting for company (the commit wait), from
+	markWaitEnd   // when both it and the wait had begun, to the wait's end
 )
 
 // The phases, in a saga's order; a phase is the time between two marks.
 const (
-	phaseRequest           = iota // request read -> the submit handed to the committer
-	phaseSubmitQueue              // -> its store transaction starts: the write in flight, the commit wait
-	phaseSubmitWrite              // -> the store transaction returned
-	phaseSubmitWakeup             // -> the submit's goroutine runs again
-	phaseToFirstBranch            // -> the first action is called
-	phaseBranchCalls              // every action call, start to answer
-	phaseBetweenBranches          // one action's answer -> the next call
-	phaseToFinalCommit            // the last answer -> the outcome handed to the committer
-	phaseFinalQueue               // as the submit's, for the outcome
+	phaseRequest         = iota // request read -> the submit handed to the committer
+	phaseSubmitQueue            // -> its store transaction starts, but for the commit wait: the one in flight
+	phaseSubmitWait             // the leader's wait for company (--commit-wait)
+	phaseSubmitWrite            // -> the store transaction returned
+	phaseSubmitWakeup           // -> the submit's goroutine runs again
+	phaseToFirstBranch          // -> the first action is called
+	phaseBranchCalls            // every action call, start to answer
+	phaseBetweenBranches        // one action's answer -> the next call
+	phaseToFinalCommit          // the last answer -> the outcome handed to the committer
+	phaseFinalQueue             // as the submit's, for the outcome
+	phaseFinalWait
 	phaseFinalWrite
 	phaseFinalWakeup
 	phaseAnswer // the outcome durable -> the answer written
@@ -65,9 +69,9 @@ const (
 )
 
 var phaseNames = [numPhases]string{
-	"request", "submit_commit_queue", "submit_commit_write", "submit_commit_wakeup",
+	"request", "submit_commit_queue", "submit_commit_wait", "submit_commit_write", "submit_commit_wakeup",
 	"to_first_branch", "branch_calls", "between_branches", "to_final_commit",
-	"final_commit_queue", "final_commit_write", "final_commit_wakeup", "answer",
+	"final_commit_queue", "final_commit_wait", "final_commit_write", "final_commit_wakeup", "answer",
 }
 
 var tracePool = sync.Pool{New: func() any { return new(Trace) }}
@@ -126,8 +130,11 @@ func (t *Trace) phases(answered time.Time) (out [numPhases]time.Duration, ok boo
 			p = phaseRequest
 		case m.kind == markEnqueue && prevKind == markBranchEnd && commits == 1:
 			p = phaseToFinalCommit
-		case m.kind == markApplyStart && prevKind == markEnqueue:
+		case m.kind == markApplyStart && (prevKind == markEnqueue || prevKind == markWaitEnd),
+			m.kind == markWaitStart && prevKind == markEnqueue:
 			p = phaseSubmitQueue
+		case m.kind == markWaitEnd && prevKind == markWaitStart:
+			p = phaseSubmitWait
 		case m.kind == markApplyEnd && prevKind == markApplyStart:
 			p = phaseSubmitWrite
 		case m.kind == markDurable && prevKind == markApplyEnd:

@@ -491,9 +491,9 @@ var promLine = regexp.MustCompile(`^(sluice_dtx_store_commit_(?:batch_size|secon
 // sagaPhases are sluice's per-saga latency phases (dtx/trace.go), printed
 // in a saga's order, each with a short name.
 var sagaPhases = []struct{ name, short string }{
-	{"request", "read"}, {"submit_commit_queue", "c1 queue"}, {"submit_commit_write", "c1 write"},
+	{"request", "read"}, {"submit_commit_queue", "c1 queue"}, {"submit_commit_wait", "c1 wait"}, {"submit_commit_write", "c1 write"},
 	{"submit_commit_wakeup", "c1 wake"}, {"to_first_branch", "to b1"}, {"branch_calls", "actions"},
-	{"between_branches", "b1-b2"}, {"to_final_commit", "to c2"}, {"final_commit_queue", "c2 queue"},
+	{"between_branches", "b1-b2"}, {"to_final_commit", "to c2"}, {"final_commit_queue", "c2 queue"}, {"final_commit_wait", "c2 wait"},
 	{"final_commit_write", "c2 write"}, {"final_commit_wakeup", "c2 wake"}, {"answer", "answer"},
 }
 
