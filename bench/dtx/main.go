@@ -337,8 +337,6 @@ type bench struct {
 	// connections to them and to the business services (grpc.go).
 	grpcAddrs map[string]string
 	grpcConns map[string]*grpc.ClientConn
-	// lastStats are sluice's metrics at the previous row.
-	lastStats map[string]map[string]float64
 }
 
 // Binlog_commits counts every committed write transaction, autocommit
@@ -436,9 +434,18 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 			b.cpuProfile(ctx, r)
 		}()
 	}
+	sluiceRow := strings.HasPrefix(r.coordinator, "sluice")
+	var stats0 map[string]float64
+	if sluiceRow {
+		stats0 = b.sluiceMetrics(ctx, r.coordinator)
+	}
 	cpu0 := procCPU(b.pids[r.coordinator])
 	start := time.Now()
 	ok, errs, lat := b.load(ctx, b.o.duration, fn)
+	var stats1 map[string]float64
+	if sluiceRow {
+		stats1 = b.sluiceMetrics(ctx, r.coordinator)
+	}
 	prof.Wait()
 	el := time.Since(start).Seconds()
 	cpu1 := procCPU(b.pids[r.coordinator])
@@ -453,8 +460,11 @@ func (b *bench) measure(ctx context.Context, r row) (measurement, error) {
 	m.addCounters(c0, c1, el)
 	// Let the coordinators finish what the window left in flight.
 	time.Sleep(500 * time.Millisecond)
-	if strings.HasPrefix(r.coordinator, "sluice") {
-		b.storeStats(ctx, r.coordinator, 1000*float64(b.o.threads)/m.globalTPS)
+	if r.coordinator == "" && ok > 0 && !r.grpc {
+		fmt.Fprintf(os.Stderr, "         no coordinator: clients saw %.2f ms per TransOut+TransIn pair\n", 1000*float64(b.o.threads)/m.globalTPS)
+	}
+	if sluiceRow && stats0 != nil && stats1 != nil {
+		storeStats(r.coordinator, stats0, stats1, 1000*float64(b.o.threads)/m.globalTPS)
 	}
 	return m, nil
 }
@@ -497,15 +507,13 @@ var sagaPhases = []struct{ name, short string }{
 	{"final_commit_write", "c2 write"}, {"final_commit_wakeup", "c2 wake"}, {"answer", "answer"},
 }
 
-// storeStats prints sluice's group-commit figures since the last call: how
-// many state changes shared one store transaction, and its latency; and
-// where a saga's time went inside sluice (ms per saga, by phase), against
-// clientMs, the mean saga latency the clients saw (clients / sagas per s).
-func (b *bench) storeStats(ctx context.Context, name string, clientMs float64) {
+// sluiceMetrics reads the figures storeStats prints from sluice's
+// /metrics (nil when it cannot).
+func (b *bench) sluiceMetrics(ctx context.Context, name string) map[string]float64 {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.urls[name], "/dtmsvr")+"/metrics", nil)
 	resp, err := b.client.Do(req)
 	if err != nil {
-		return
+		return nil
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -515,10 +523,15 @@ func (b *bench) storeStats(ctx context.Context, name string, clientMs float64) {
 			cur[m[1]], _ = strconv.ParseFloat(m[2], 64)
 		}
 	}
-	if b.lastStats == nil {
-		b.lastStats = map[string]map[string]float64{}
-	}
-	last := b.lastStats[name]
+	return cur
+}
+
+// storeStats prints sluice's figures over the measured window (from the
+// metrics last and cur read around it): how many state changes shared one
+// store transaction, and its latency; and where a saga's time went inside
+// sluice (ms per saga, by phase), against clientMs, the mean saga latency
+// the clients saw (clients / sagas per second).
+func storeStats(name string, last, cur map[string]float64, clientMs float64) {
 	d := func(k string) float64 { return cur[k] - last[k] }
 	n := d("sluice_dtx_store_commit_seconds_count")
 	if n > 0 {
@@ -538,7 +551,6 @@ func (b *bench) storeStats(ctx context.Context, name string, clientMs float64) {
 		}
 		fmt.Fprintln(os.Stderr)
 	}
-	b.lastStats[name] = cur
 }
 
 // load runs fn from o.threads clients for d.
