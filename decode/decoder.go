@@ -80,6 +80,7 @@ func NewParser(flavor string) *replication.BinlogParser {
 	p.SetParseTime(false)
 	p.SetUseDecimal(false)
 	p.SetVerifyChecksum(false)
+	p.SetRowsEventDecodeFunc(decodeRowsEvent)
 	return p
 }
 
@@ -108,6 +109,9 @@ type Decoder struct {
 
 	tables map[string]*tableEntry
 	out    []sluice.StreamItem
+	// key is entry's scratch buffer for the tables map's key: looking a
+	// key up as string(d.key) does not allocate.
+	key []byte
 }
 
 // New returns a decoder. tracker may be nil when the source always sends
@@ -168,7 +172,7 @@ func (d *Decoder) formatGTID() string {
 	}
 	if len(d.maria) == 1 {
 		for _, g := range d.maria {
-			d.gtidPos = g.String()
+			d.gtidPos = mariaGTIDString(&g)
 		}
 		return d.gtidPos
 	}
@@ -202,7 +206,7 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 	switch e := ev.Event.(type) {
 	case *replication.MariadbGTIDEvent:
 		d.groupStart = d.formatGTID()
-		d.gtid = e.GTID.String()
+		d.gtid = mariaGTIDString(&e.GTID)
 		d.maria[e.GTID.DomainID] = e.GTID
 		d.gtidDirty = true
 		d.ddlGroup = e.IsStandalone()

@@ -58,13 +58,14 @@ func (d *Decoder) route(ref sluice.TableRef) sluice.TableRef {
 // entry returns the cached shape for tm, rebuilding it when the table map
 // differs from the cached one (a DDL happened) or the tracker changed.
 func (d *Decoder) entry(tm *replication.TableMapEvent, pos sluice.Position) (*tableEntry, error) {
-	key := string(tm.Schema) + "\x00" + string(tm.Table)
-	e := d.tables[key]
+	d.key = append(append(append(d.key[:0], tm.Schema...), 0), tm.Table...)
+	e := d.tables[string(d.key)]
 	ver := d.tracker.Version()
 	if e != nil && (!e.selected || (e.trackerVer == ver && bytes.Equal(e.colTypes, tm.ColumnType) && slices.Equal(e.colMeta, tm.ColumnMeta) &&
 		sameNames(e.names, tm.ColumnName) && e.shape.same(tm))) {
 		return e, nil
 	}
+	key := string(d.key)
 	src := sluice.TableRef{Schema: string(tm.Schema), Name: string(tm.Table)}
 	e = &tableEntry{selected: d.selected(src), colTypes: append([]byte(nil), tm.ColumnType...), colMeta: slices.Clone(tm.ColumnMeta),
 		shape: shapeOf(tm), trackerVer: ver}
