@@ -144,9 +144,13 @@ func newGTIDTracker(flavor, start string) (*gtidTracker, error) {
 	return &gtidTracker{flavor: flavor, set: set, text: set.String()}, nil
 }
 
-// onEvent updates the set; boundary says the event ended a group.
+// onEvent updates the set; boundary says the event ended a group. raw
+// may be nil for an event of a type it does not read (SkipComments).
 func (g *gtidTracker) onEvent(h header, raw []byte, checksum, boundary bool) {
-	body := raw[headerSize:]
+	var body []byte
+	if len(raw) >= headerSize {
+		body = raw[headerSize:]
+	}
 	if checksum && len(body) >= 4 {
 		body = body[:len(body)-4]
 	}

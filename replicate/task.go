@@ -387,6 +387,7 @@ func openDecoder(ctx context.Context, rlog *relay.Log, dcfg decode.Config, pos s
 	if err != nil {
 		return nil, nil, err
 	}
+	r.SkipComments() // the decoder ignores them
 	return dec, r, nil
 }
 
