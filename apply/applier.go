@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/stagetime"
 )
 
 // txn is one source transaction held for scheduling.
@@ -114,6 +115,8 @@ type Applier struct {
 	started   atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+
+	clocks Clocks
 }
 
 // New returns an applier writing to db, which must accept multi-statement
@@ -310,6 +313,14 @@ func (a *Applier) Submit(ctx context.Context, it sluice.StreamItem) error {
 	select {
 	case a.in <- it:
 		return nil
+	default:
+	}
+	// The queue is full: the caller waits for the applier, timed.
+	t0 := a.clocks.Submit.Enter(stagetime.WaitOutput)
+	defer a.clocks.Submit.Leave(stagetime.WaitOutput, t0)
+	select {
+	case a.in <- it:
+		return nil
 	case <-a.done:
 		if err := a.Err(); err != nil {
 			return err
@@ -390,6 +401,8 @@ func (a *Applier) fail(err error) {
 // schedule is the scheduler goroutine: it assembles transactions, groups
 // them into units and hands units to workers.
 func (a *Applier) schedule() {
+	clock := a.clocks.Schedule
+	defer clock.End(clock.Begin())
 	s := &scheduler{a: a}
 	s.h.SetSeed(hashSeed)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -416,9 +429,20 @@ func (a *Applier) schedule() {
 				a.fail(err)
 				return
 			}
+			t0 := clock.Enter(stagetime.WaitInput)
+			var ch chan error
+			stopped := false
 			select {
 			case it = <-a.in:
-			case ch := <-a.flushes:
+			case ch = <-a.flushes:
+			case <-a.stop:
+				stopped = true
+			}
+			clock.Leave(stagetime.WaitInput, t0)
+			switch {
+			case stopped:
+				return
+			case ch != nil:
 				// Items submitted before Flush may still be queued: select
 				// picks among ready cases at random, so the flush can be
 				// seen first. They are handled before the flush answers.
@@ -429,8 +453,6 @@ func (a *Applier) schedule() {
 				}
 				ch <- s.flush(ctx)
 				continue
-			case <-a.stop:
-				return
 			}
 		}
 		if err := s.handle(ctx, it); err != nil {
@@ -469,6 +491,9 @@ func (s *scheduler) flush(ctx context.Context) error {
 	if err := s.dispatchOpen(ctx); err != nil {
 		return err
 	}
+	// Waiting for the commits is waiting for the workers: output.
+	t0 := s.a.clocks.Schedule.Enter(stagetime.WaitOutput)
+	defer s.a.clocks.Schedule.Leave(stagetime.WaitOutput, t0)
 	if s.big != nil {
 		// The streamed transaction commits when its Commit item arrives;
 		// everything before it is what can be waited for now.
@@ -597,9 +622,13 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 	a := s.a
 	a.mu.Lock()
 	waited := false
+	var tc int64
 	for {
 		if a.err != nil {
 			a.mu.Unlock()
+			if waited {
+				a.clocks.Schedule.Leave(stagetime.WaitConflict, tc)
+			}
 			return a.err
 		}
 		w1, w2 := -1, -1
@@ -623,8 +652,12 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 		if !waited {
 			a.stats.Conflicts++
 			waited = true
+			tc = a.clocks.Schedule.Enter(stagetime.WaitConflict)
 		}
 		a.cond.Wait()
+	}
+	if waited {
+		a.clocks.Schedule.Leave(stagetime.WaitConflict, tc)
 	}
 	if u.worker < 0 {
 		best := 0
@@ -644,6 +677,13 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 		a.owner[k] = u
 	}
 	a.mu.Unlock()
+	select {
+	case a.workers[u.worker].ch <- u:
+		return nil
+	default:
+	}
+	t0 := a.clocks.Schedule.Enter(stagetime.WaitOutput)
+	defer a.clocks.Schedule.Leave(stagetime.WaitOutput, t0)
 	select {
 	case a.workers[u.worker].ch <- u:
 		return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/stagetime"
 	"github.com/sluice-db/sluice/sqlgen"
 )
 
@@ -118,6 +119,10 @@ type batchWriter struct {
 	// missing counts the rows that matched nothing in this target
 	// transaction (on-missing-row: skip).
 	missing int
+	// clock times the round trips (a worker's; nil: untimed); final marks
+	// the batch that carries the COMMIT.
+	clock *stagetime.Clock
+	final bool
 }
 
 // start empties the buffer and begins a target transaction.
@@ -305,6 +310,11 @@ func (b *batchWriter) exec(ctx context.Context) error {
 	if len(b.buf) == 0 {
 		return nil
 	}
+	state := stagetime.Execute
+	if b.final {
+		state = stagetime.ExecuteCommit
+	}
+	t0 := b.clock.Enter(state)
 	var err error
 	if b.a.cfg.skipMissing() {
 		var counts []int64
@@ -314,6 +324,7 @@ func (b *batchWriter) exec(ctx context.Context) error {
 	} else {
 		_, err = b.conn.ExecContext(ctx, string(b.buf))
 	}
+	b.clock.Leave(state, t0)
 	if err != nil {
 		err = b.explain(ctx, err)
 	}

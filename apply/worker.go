@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/stagetime"
 )
 
 // worker applies the units handed to it, one target transaction each, in
@@ -35,7 +36,8 @@ type worker struct {
 }
 
 func (w *worker) run() {
-	w.bw = batchWriter{a: w.a, conn: w.conn}
+	defer w.a.clocks.Worker.End(w.a.clocks.Worker.Begin())
+	w.bw = batchWriter{a: w.a, conn: w.conn, clock: w.a.clocks.Worker}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -45,7 +47,11 @@ func (w *worker) run() {
 		case <-ctx.Done():
 		}
 	}()
-	for u := range w.ch {
+	for {
+		u, ok := w.next()
+		if !ok {
+			return
+		}
 		if w.a.Err() != nil {
 			continue // drain, so the scheduler never blocks on a dead worker
 		}
@@ -62,6 +68,21 @@ func (w *worker) run() {
 		}
 		w.busy.Store(0)
 	}
+}
+
+// next receives the next unit; false once the channel is closed. Only a
+// receive that has to wait is timed.
+func (w *worker) next() (*unit, bool) {
+	select {
+	case u, ok := <-w.ch:
+		return u, ok
+	default:
+	}
+	c := w.a.clocks.Worker
+	t0 := c.Enter(stagetime.WaitInput)
+	u, ok := <-w.ch
+	c.Leave(stagetime.WaitInput, t0)
+	return u, ok
 }
 
 func (w *worker) apply(ctx context.Context, u *unit) error {
@@ -94,14 +115,19 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 	}
 	if turn || a.cfg.RelaxedOrder {
 		b.buf = append(b.buf, ";COMMIT"...)
-		if err := b.exec(ctx); err != nil {
+		b.final = true
+		err := b.exec(ctx)
+		b.final = false
+		if err != nil {
 			return w.wrap(u, err)
 		}
 	} else {
 		if err := b.exec(ctx); err != nil {
 			return w.wrap(u, err)
 		}
+		tw := a.clocks.Worker.Enter(stagetime.WaitTurn)
 		yielded, err := w.awaitTurn(u.seq)
+		a.clocks.Worker.Leave(stagetime.WaitTurn, tw)
 		if err != nil {
 			return err
 		}
@@ -111,7 +137,10 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 			return w.apply(ctx, u)
 		}
 		t0 := time.Now()
-		if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		tc := a.clocks.Worker.Enter(stagetime.Commit)
+		_, err = w.conn.ExecContext(ctx, "COMMIT")
+		a.clocks.Worker.Leave(stagetime.Commit, tc)
+		if err != nil {
 			return w.wrap(u, err)
 		}
 		a.observeCommit(time.Since(t0))

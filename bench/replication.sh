@@ -11,7 +11,8 @@
 # Then: sluice at 0 ms and with LATENCY ms added to every round trip to the
 # target (an in-process toxiproxy), in source commit order and with
 # commit-order: relaxed, again in rotated rounds with a backlog each; and a
-# sweep of sluice's worker count, like the DM report's table.
+# sweep of sluice's worker count, like the DM report's table, with where each
+# pipeline stage's time went in every run (sluice_replication_stage_seconds_total).
 #
 # Prints events/s, txn/s, sluice's CPU and peak RSS, and the ratios; writes
 # the tables to $OUT.
@@ -139,6 +140,21 @@ rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f %%", 100 * a / b }'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# stage_secs STAGE STATE: seconds from the last run's metrics scrape ("-" if not exported).
+stage_secs() {
+  awk -v k="sluice_replication_stage_seconds_total{stage=\"$1\",state=\"$2\"," \
+    'index($0, k) == 1 { printf "%.2f", $NF; f = 1 } END { if (!f) printf "-" }' "$WORK/metrics.txt"
+}
+STATES="work wait_input wait_output flush wait_conflict execute execute_commit wait_turn commit"
+# stage_rows W TIME: the breakdown's rows of a run with W workers that took TIME seconds.
+stage_rows() {
+  local st state row
+  for st in fetch relay_write decode schedule worker; do
+    row="| $1 | $2 | $st$( [ "$st" = worker ] && echo " (x $1)") |"
+    for state in $STATES; do row="$row $(stage_secs "$st" "$state") |"; done
+    echo "$row"
+  done
+}
 rates() { local n=$1 out="" t; shift; for t in "$@"; do out="$out${out:+, }$(rate "$n" "$t")"; done; echo "$out"; }
 
 # native CATCHUP: START SLAVE, wait until the replica has applied the
@@ -183,6 +199,12 @@ sluice_run_as() {
   done
   t1=$(now)
   h1=$(host_ticks); g1=$(pid_ticks "$tpid")
+  # Where the pipeline's time went, read live now that the target has caught up (the sweep's
+  # breakdown): sluice_replication_stage_seconds_total from the task's metrics endpoint.
+  local maddr
+  maddr=$(awk -F'"' '/"metrics_addr"/ { print $4; exit }' "$dir/status.json" 2>/dev/null || true)
+  : >"$WORK/metrics.txt"
+  [ -z "$maddr" ] || curl -sf "http://$maddr/metrics" >"$WORK/metrics.txt" || true
   ticks=$(awk '{print $14 + $15}' "/proc/$SLUICE_PID/stat")
   rss=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SLUICE_PID/status")
   sleep 1.2 # one more status refresh for the event count
@@ -330,12 +352,24 @@ echo
 echo "| workers | txns | time (s) | txn/s | events/s | CPU (s) | peak RSS (MB) | host busy | target server CPU (s) | groups | waited | most in flight |"
 echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } | tee -a "$OUT"
+STAGES=""
 for w in $SWEEP; do
   backlog oltp_write_only "$SWEEP_BACKLOG"
   read -r ts ev cpu rss < <(sluice_run "$w" "$DST_PORT")
   read -r busy tcpu groups waited inflight <"$WORK/extra"
   echo "| $w | $SWEEP_BACKLOG | $ts | $(rate "$SWEEP_BACKLOG" "$ts") | $(rate "$ev" "$ts") | $cpu | $rss | $busy % | $tcpu | $groups | $waited | $inflight |" | tee -a "$OUT"
+  STAGES+="$(stage_rows "$w" "$ts")"$'\n'
 done
+{
+echo
+echo "Where the time went, per stage, in seconds over the run (sluice_replication_stage_seconds_total, scraped"
+echo "when the target had caught up; the worker row sums all workers; docs/manual/replication.md says what each"
+echo "state is). A stage's states add up to its goroutines' lifetime: the run's time less sluice's start-up."
+echo
+echo "| workers | run (s) | stage | $(echo $STATES | sed 's/ / | /g') |"
+echo "| ---: | ---: | --- |$(for _ in $STATES; do printf ' ---: |'; done)"
+printf '%s' "$STAGES"
+} | tee -a "$OUT"
 fi
 echo
 echo "results written to $OUT"

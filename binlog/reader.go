@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/internal/stagetime"
 )
 
 // Reader streams a source's binlog from a file/position. Events are
@@ -45,7 +46,16 @@ type Reader struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	err    error // sticky error for GetEvent after the stream ended
+	// clock times the fetch stage (SetClock); nil: untimed.
+	clock *stagetime.Clock
 }
+
+// SetClock makes the reader account its time in c (the fetch stage): its
+// life from Start to the end of the stream, the source connection's reads
+// that wait for bytes (wait_input), backoff between reconnects (wait_input
+// too) and the hand-offs that wait for room in the queue to the relay
+// writer (wait_output). Call it before Start.
+func (r *Reader) SetClock(c *stagetime.Clock) { r.clock = c }
 
 // NewReader validates cfg. Flavor must be set (Check detects it).
 func NewReader(cfg Config) (*Reader, error) {
@@ -75,9 +85,11 @@ func (r *Reader) Start(ctx context.Context, pos sluice.Position) error {
 		pos.Pos = 4
 	}
 	r.next = pos
+	life := r.clock.Begin()
 	syncer, stream, err := r.connect(ctx)
 	if err != nil {
 		if ctx.Err() != nil || fatal(err) {
+			r.clock.End(life)
 			return err
 		}
 		r.mu.Lock()
@@ -90,7 +102,10 @@ func (r *Reader) Start(ctx context.Context, pos sluice.Position) error {
 	r.room = make(chan struct{}, 1)
 	r.errc = make(chan error, 1)
 	r.wg.Add(1)
-	go r.run(rctx, syncer, stream, err)
+	go func() {
+		defer r.clock.End(life)
+		r.run(rctx, syncer, stream, err)
+	}()
 	return nil
 }
 
@@ -115,7 +130,9 @@ func (r *Reader) newSyncer() *replication.BinlogSyncer {
 		if err != nil {
 			return nil, err
 		}
-		return newSilenceConn(conn, timeout), nil
+		sc := newSilenceConn(conn, timeout)
+		sc.clock = r.clock
+		return sc, nil
 	}
 	return replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: c.ServerID, Flavor: c.Flavor, Host: c.Source.Host, Port: uint16(c.Source.Port),
@@ -205,7 +222,10 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 				r.errc <- fmt.Errorf("binlog: gave up after %d reconnect attempts: %w", failures-1, err)
 				return
 			}
-			if !sleep(ctx, backoff(r.cfg, failures)) {
+			t0 := r.clock.Enter(stagetime.WaitInput)
+			ok := sleep(ctx, backoff(r.cfg, failures))
+			r.clock.Leave(stagetime.WaitInput, t0)
+			if !ok {
 				return
 			}
 			s, st, err = r.connect(ctx)
@@ -245,6 +265,18 @@ const (
 // when ctx ended first.
 func (r *Reader) enqueue(ctx context.Context, ev *replication.BinlogEvent) bool {
 	n := int64(len(ev.RawData))
+	if q := r.queued.Load(); q == 0 || q+n <= queueBytes {
+		// Room now, in bytes: try the channel before reading the clock.
+		r.queued.Add(n)
+		select {
+		case r.events <- ev:
+			return true
+		default:
+			r.queued.Add(-n)
+		}
+	}
+	t0 := r.clock.Enter(stagetime.WaitOutput)
+	defer r.clock.Leave(stagetime.WaitOutput, t0)
 	for q := r.queued.Load(); q > 0 && q+n > queueBytes; q = r.queued.Load() {
 		select {
 		case <-r.room:

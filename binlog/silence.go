@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-db/sluice/internal/stagetime"
 )
 
 // silenceConn detects a dead source connection without a read deadline per
@@ -38,6 +40,9 @@ type silenceConn struct {
 
 	mu       sync.Mutex // orders our deadline updates against an external one
 	external atomic.Bool
+
+	// clock gets the reads that waited for the source (Reader.SetClock).
+	clock *stagetime.Clock
 }
 
 func newSilenceConn(c net.Conn, timeout time.Duration) *silenceConn {
@@ -50,6 +55,13 @@ func (c *silenceConn) Read(p []byte) (int, error) {
 		return c.Conn.Read(p)
 	}
 	start := time.Now()
+	if c.clock != nil {
+		// go-mysql reads through a 64 KiB buffer: this is once per refill,
+		// when it has consumed what had arrived. A read that finds bytes
+		// there returns in microseconds, so the time is the wait.
+		t0 := c.clock.Enter(stagetime.WaitInput)
+		defer c.clock.Leave(stagetime.WaitInput, t0)
+	}
 	if c.deadline.Sub(start) < c.timeout/2 {
 		if err := c.arm(start.Add(c.timeout)); errors.Is(err, errExternal) {
 			return c.Conn.Read(p)

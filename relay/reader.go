@@ -15,6 +15,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/stagetime"
 )
 
 // EventSource is what the decoder consumes: events in source order, each
@@ -63,6 +64,8 @@ type Reader struct {
 	skipComments bool
 	skippedEv    replication.BinlogEvent
 	skippedHdr   replication.EventHeader
+	// clock gets the waits for the writer to publish more (SetClock).
+	clock *stagetime.Clock
 }
 
 // SkipComments makes Next pass over the events that only comment a
@@ -85,6 +88,10 @@ func comment(t replication.EventType) bool {
 	}
 	return false
 }
+
+// SetClock makes the reader account its waits for the writer to publish
+// more (wait_input) in c, the clock of the stage that reads.
+func (r *Reader) SetClock(c *stagetime.Clock) { r.clock = c }
 
 // NewReader starts reading at start. start.File empty means the first file
 // of the relay. start.Pos must be a transaction boundary (an applied
@@ -267,7 +274,10 @@ func (r *Reader) readRaw(ctx context.Context) (RawEvent, error) {
 		if closed {
 			return RawEvent{}, ErrClosed
 		}
-		if err := waitChange(ctx, changed); err != nil {
+		t0 := r.clock.Enter(stagetime.WaitInput)
+		err := waitChange(ctx, changed)
+		r.clock.Leave(stagetime.WaitInput, t0)
+		if err != nil {
 			return RawEvent{}, err
 		}
 	}

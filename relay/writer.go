@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/private"
+	"github.com/sluice-db/sluice/internal/stagetime"
 )
 
 // Writer appends a source's binlog stream to the relay. It is fed every
@@ -53,7 +54,15 @@ type Writer struct {
 	sourceAt  time.Time
 	lastTS    uint32 // source timestamp of the newest event
 	events    uint64
+
+	clock *stagetime.Clock // SetClock; nil: untimed
 }
+
+// SetClock makes Run account its time in c (the relay_write stage):
+// waiting for the next event from the source (wait_input) and flushing
+// (flush: the write to the file, an fsync under relay-sync commit, the
+// publish to readers). Call it before Run.
+func (w *Writer) SetClock(c *stagetime.Clock) { w.clock = c }
 
 // NewWriter opens the writer. Resume is where to ask the source to start.
 func (l *Log) NewWriter() (*Writer, error) {
@@ -442,14 +451,18 @@ type Source interface {
 // every transaction that arrived meanwhile), and at least every
 // FlushInterval or FlushBytes while events keep coming.
 func (w *Writer) Run(ctx context.Context, src Source) error {
+	defer w.clock.End(w.clock.Begin())
 	for {
 		ev, ok := src.TryEvent()
 		if !ok {
-			if err := w.Flush(); err != nil {
+			if err := w.timedFlush(); err != nil {
 				return w.diskError(err)
 			}
+			t0 := w.clock.Enter(stagetime.WaitInput)
 			var err error
-			if ev, err = src.GetEvent(ctx); err != nil {
+			ev, err = src.GetEvent(ctx)
+			w.clock.Leave(stagetime.WaitInput, t0)
+			if err != nil {
 				return err
 			}
 		}
@@ -457,11 +470,18 @@ func (w *Writer) Run(ctx context.Context, src Source) error {
 			return w.diskError(err)
 		}
 		if w.unflushed >= w.l.cfg.FlushBytes || time.Since(w.lastFlush) >= w.l.cfg.FlushInterval {
-			if err := w.Flush(); err != nil {
+			if err := w.timedFlush(); err != nil {
 				return w.diskError(err)
 			}
 		}
 	}
+}
+
+// timedFlush is Flush, timed as the flush state.
+func (w *Writer) timedFlush() error {
+	t0 := w.clock.Enter(stagetime.Flush)
+	defer w.clock.Leave(stagetime.Flush, t0)
+	return w.Flush()
 }
 
 // diskError gives a full disk under the relay its fix. What was written

@@ -372,13 +372,26 @@ func (m *metrics) close() {
 // two workers; MaxInFlight is the most groups that were executing or waiting
 // to commit at once, which is how much parallelism the writesets allowed;
 // GroupLimit is the current group size; LockYields counts groups rolled back
-// to let an earlier group have a lock.
+// to let an earlier group have a lock. Stages is where the pipeline's
+// goroutines spent their time since the task started (stages.go).
 type ApplyStatus struct {
-	Commits     uint64 `json:"commits"`
-	Compacted   uint64 `json:"compacted"`
-	Conflicts   uint64 `json:"conflicts"`
-	InFlight    int    `json:"in_flight"`
-	MaxInFlight int    `json:"max_in_flight"`
-	GroupLimit  int    `json:"group_limit"`
-	LockYields  uint64 `json:"lock_yields"`
+	Commits     uint64               `json:"commits"`
+	Compacted   uint64               `json:"compacted"`
+	Conflicts   uint64               `json:"conflicts"`
+	InFlight    int                  `json:"in_flight"`
+	MaxInFlight int                  `json:"max_in_flight"`
+	GroupLimit  int                  `json:"group_limit"`
+	LockYields  uint64               `json:"lock_yields"`
+	Stages      map[string]StageTime `json:"stages,omitempty"`
+}
+
+// lagSince is how long ago source timestamp ts was (0 for none or future).
+func lagSince(now time.Time, ts uint32) float64 {
+	if ts == 0 {
+		return 0
+	}
+	if d := now.Sub(time.Unix(int64(ts), 0)).Seconds(); d > 0 {
+		return d
+	}
+	return 0
 }

@@ -65,6 +65,8 @@ type Task struct {
 	prevAt    time.Time
 	prevEvts  uint64
 	prevTxns  uint64
+	// clocks time the pipeline's stages (stages.go).
+	clocks pipelineClocks
 }
 
 type pendingTxn struct {
@@ -191,6 +193,9 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 		return err
 	}
 	defer m.close()
+	if err := m.register(newStageCollector(t.cfg.Name, &t.clocks)); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	t.met = m
 	t.mu.Unlock()
@@ -340,6 +345,8 @@ func (t *Task) fetch(ctx context.Context, rlog *relay.Log, bcfg binlog.Config, p
 		return err
 	}
 	defer br.Close()
+	br.SetClock(&t.clocks.fetch)
+	w.SetClock(&t.clocks.relayWrite)
 	if err := br.Start(ctx, w.Resume(pos)); err != nil {
 		return err
 	}
@@ -466,6 +473,8 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 		return err
 	}
 	defer r.Close()
+	r.SetClock(&t.clocks.decode)
+	a.SetClocks(t.clocks.applier())
 	if err := a.Start(ctx); err != nil {
 		return err
 	}
@@ -504,6 +513,7 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 	}()
 	defer watch.Wait()
 	defer stopRead()
+	defer t.clocks.decode.End(t.clocks.decode.Begin())
 	for {
 		ev, p, err := r.Next(rctx)
 		if err != nil {
@@ -644,7 +654,7 @@ func (t *Task) Status() Status {
 		s.DDL += as.DDL
 		s.MissingRows += as.MissingRows
 		s.Apply = &ApplyStatus{Commits: as.Commits, Compacted: as.Compacted, Conflicts: as.Conflicts, InFlight: as.InFlight,
-			MaxInFlight: as.MaxInFlight, GroupLimit: as.GroupLimit, LockYields: as.LockYields}
+			MaxInFlight: as.MaxInFlight, GroupLimit: as.GroupLimit, LockYields: as.LockYields, Stages: t.clocks.stageTimes()}
 	}
 	if t.rlog != nil {
 		if t.handles != nil {
@@ -714,16 +724,6 @@ func (t *Task) relaySourceLocked(now time.Time, s *Status) {
 	case before(t.read, s.Source) && before(s.Applied, s.Source) && lastTS != 0:
 		s.LagSeconds = lagSince(now, lastTS)
 	}
-}
-
-func lagSince(now time.Time, ts uint32) float64 {
-	if ts == 0 {
-		return 0
-	}
-	if d := now.Sub(time.Unix(int64(ts), 0)).Seconds(); d > 0 {
-		return d
-	}
-	return 0
 }
 
 // statusLoop refreshes status.json, the metrics and the relay's applied
