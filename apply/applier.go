@@ -46,6 +46,10 @@ type Stats struct {
 	LastTime  uint32 // source timestamp of the last committed transaction, for lag
 	InFlight  int    // target transactions executing or waiting to commit
 	Conflicts uint64 // groups that had to wait because they conflicted with two workers
+	// Chained counts groups that overlapped the uncommitted groups of one
+	// worker and were queued behind them on it: a chain of such groups
+	// runs on that worker alone, one after another.
+	Chained uint64
 	// MaxInFlight is the most target transactions that were executing or
 	// waiting to commit at once: how much parallelism the writesets allowed.
 	MaxInFlight int
@@ -659,7 +663,9 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 	if waited {
 		a.clocks.Schedule.Leave(stagetime.WaitConflict, tc)
 	}
-	if u.worker < 0 {
+	if u.worker >= 0 {
+		a.stats.Chained++
+	} else {
 		best := 0
 		for i, w := range a.workers {
 			if len(w.ch)+int(w.busy.Load()) < len(a.workers[best].ch)+int(a.workers[best].busy.Load()) {

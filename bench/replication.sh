@@ -214,7 +214,7 @@ sluice_run_as() {
   # target server's CPU seconds, and how the applier grouped and scheduled.
   echo "$(awk -v a="$h0" -v b="$h1" 'BEGIN { split(a, x); split(b, y); printf "%.0f", 100 * (y[1] - x[1]) / (y[2] - x[2]) }') \
 $(awk -v a="$g0" -v b="$g1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (b - a) / hz }') \
-$(field commits) $(field conflicts) $(field max_in_flight)" >"$WORK/extra"
+$(field commits) $(field conflicts) $(field max_in_flight) $(field chained)" >"$WORK/extra"
   kill -TERM "$SLUICE_PID"; wait "$SLUICE_PID" || true; SLUICE_PID=""
   cpu=$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }')
   echo "$(secs "$t0" "$t1") $events $cpu $rss"
@@ -346,18 +346,19 @@ echo "== worker-count sweep (oltp_write_only, $SWEEP_BACKLOG transactions each)"
 {
 echo
 echo "Host busy: both CPUs' busy share over the run (/proc/stat). Groups: target transactions; waited: groups"
-echo "whose writeset overlapped two workers' uncommitted groups; most in flight: the most groups executing or"
+echo "whose writeset overlapped two workers' uncommitted groups; chained: groups that overlapped one worker's"
+echo "uncommitted groups and were queued behind them on it; most in flight: the most groups executing or"
 echo "waiting to commit at once (sluice status, apply)."
 echo
-echo "| workers | txns | time (s) | txn/s | events/s | CPU (s) | peak RSS (MB) | host busy | target server CPU (s) | groups | waited | most in flight |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| workers | txns | time (s) | txn/s | events/s | CPU (s) | peak RSS (MB) | host busy | target server CPU (s) | groups | waited | chained | most in flight |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } | tee -a "$OUT"
 STAGES=""
 for w in $SWEEP; do
   backlog oltp_write_only "$SWEEP_BACKLOG"
   read -r ts ev cpu rss < <(sluice_run "$w" "$DST_PORT")
-  read -r busy tcpu groups waited inflight <"$WORK/extra"
-  echo "| $w | $SWEEP_BACKLOG | $ts | $(rate "$SWEEP_BACKLOG" "$ts") | $(rate "$ev" "$ts") | $cpu | $rss | $busy % | $tcpu | $groups | $waited | $inflight |" | tee -a "$OUT"
+  read -r busy tcpu groups waited inflight chained <"$WORK/extra"
+  echo "| $w | $SWEEP_BACKLOG | $ts | $(rate "$SWEEP_BACKLOG" "$ts") | $(rate "$ev" "$ts") | $cpu | $rss | $busy % | $tcpu | $groups | $waited | ${chained:--} | $inflight |" | tee -a "$OUT"
   STAGES+="$(stage_rows "$w" "$ts")"$'\n'
 done
 {

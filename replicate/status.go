@@ -369,7 +369,8 @@ func (m *metrics) close() {
 // started: Commits target transactions for Txns source transactions
 // (status), of which Compacted were applied as net row changes; Conflicts
 // groups waited because their writeset overlapped the uncommitted groups of
-// two workers; MaxInFlight is the most groups that were executing or waiting
+// two workers; Chained groups overlapped one worker's and were queued
+// behind them on it; MaxInFlight is the most groups that were executing or waiting
 // to commit at once, which is how much parallelism the writesets allowed;
 // GroupLimit is the current group size; LockYields counts groups rolled back
 // to let an earlier group have a lock. Stages is where the pipeline's
@@ -378,6 +379,7 @@ type ApplyStatus struct {
 	Commits     uint64               `json:"commits"`
 	Compacted   uint64               `json:"compacted"`
 	Conflicts   uint64               `json:"conflicts"`
+	Chained     uint64               `json:"chained"`
 	InFlight    int                  `json:"in_flight"`
 	MaxInFlight int                  `json:"max_in_flight"`
 	GroupLimit  int                  `json:"group_limit"`
