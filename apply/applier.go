@@ -48,8 +48,10 @@ type Stats struct {
 	Conflicts uint64 // groups that had to wait because they conflicted with two workers
 	// Chained counts groups that overlapped the uncommitted groups of one
 	// worker and were queued behind them on it: a chain of such groups
-	// runs on that worker alone, one after another.
+	// runs on that worker alone, one after another. Grown counts groups
+	// that grew past the group limit meanwhile (chain.go).
 	Chained uint64
+	Grown   uint64
 	// MaxInFlight is the most target transactions that were executing or
 	// waiting to commit at once: how much parallelism the writesets allowed.
 	MaxInFlight int
@@ -475,6 +477,10 @@ type scheduler struct {
 	big  *bigTxn
 	// skipped counts the inherited ranges the stream has passed.
 	skipped int
+	// recheck and grown: the open group grew past the group limit behind
+	// a busy worker (chain.go).
+	recheck int
+	grown   bool
 }
 
 // drain handles every item queued now.
@@ -590,13 +596,14 @@ func changeBytes(c *sluice.RowChange) int {
 // add puts a finished transaction into the open unit, first sending the
 // unit off when it is full.
 func (s *scheduler) add(ctx context.Context, t *txn) error {
-	if s.open != nil && (len(s.open.txns) >= int(s.a.groupLimit.Load()) || s.open.bytes+t.bytes > s.a.cfg.BatchBytes) {
+	if s.open != nil && s.full(t) {
 		if err := s.dispatchOpen(ctx); err != nil {
 			return err
 		}
 	}
 	if s.open == nil {
 		s.open = &unit{}
+		s.recheck, s.grown = 0, false
 	}
 	u := s.open
 	for i := range t.changes {

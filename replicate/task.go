@@ -653,7 +653,7 @@ func (t *Task) Status() Status {
 		s.Rows += as.Rows
 		s.DDL += as.DDL
 		s.MissingRows += as.MissingRows
-		s.Apply = &ApplyStatus{Commits: as.Commits, Compacted: as.Compacted, Conflicts: as.Conflicts, Chained: as.Chained, InFlight: as.InFlight,
+		s.Apply = &ApplyStatus{Commits: as.Commits, Compacted: as.Compacted, Conflicts: as.Conflicts, Chained: as.Chained, Grown: as.Grown, InFlight: as.InFlight,
 			MaxInFlight: as.MaxInFlight, GroupLimit: as.GroupLimit, LockYields: as.LockYields, Stages: t.clocks.stageTimes()}
 	}
 	if t.rlog != nil {
