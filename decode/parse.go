@@ -1,10 +1,10 @@
 package decode
 
 import (
-	"strconv"
-
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice/internal/binlogev"
 )
 
 // decodeRowsEvent is go-mysql's rows decoding (RowsEvent.Decode) without
@@ -50,18 +50,5 @@ func allSigned(tm *replication.TableMapEvent) bool {
 	return true
 }
 
-// mariaGTIDString is MariadbGTID.String without fmt: the same text
-// ("domain-server-seq", "" for the zero GTID) in one allocation instead of
-// five, twice per transaction.
-func mariaGTIDString(g *mysql.MariadbGTID) string {
-	if g.DomainID == 0 && g.ServerID == 0 && g.SequenceNumber == 0 {
-		return ""
-	}
-	var buf [64]byte
-	b := strconv.AppendUint(buf[:0], uint64(g.DomainID), 10)
-	b = append(b, '-')
-	b = strconv.AppendUint(b, uint64(g.ServerID), 10)
-	b = append(b, '-')
-	b = strconv.AppendUint(b, g.SequenceNumber, 10)
-	return string(b)
-}
+// mariaGTIDString is MariadbGTID.String without fmt (binlogev.MariaGTIDText).
+func mariaGTIDString(g *mysql.MariadbGTID) string { return binlogev.MariaGTIDText(g) }

@@ -10,8 +10,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"strconv"
 	"strings"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 )
 
@@ -124,4 +126,20 @@ func EncodeAt(typ replication.EventType, serverID, ts uint32, flags uint16, body
 		size += 4
 	}
 	return Encode(typ, serverID, ts, uint32(at)+uint32(size), flags, body, crc)
+}
+
+// MariaGTIDText is MariadbGTID.String without fmt: "domain-server-seq", ""
+// for the zero GTID, in one allocation instead of five (it runs once or
+// twice per transaction in the decoder and the relay reader).
+func MariaGTIDText(g *mysql.MariadbGTID) string {
+	if g.DomainID == 0 && g.ServerID == 0 && g.SequenceNumber == 0 {
+		return ""
+	}
+	var buf [64]byte
+	b := strconv.AppendUint(buf[:0], uint64(g.DomainID), 10)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, uint64(g.ServerID), 10)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, g.SequenceNumber, 10)
+	return string(b)
 }
