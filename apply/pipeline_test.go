@@ -75,10 +75,12 @@ type runOpts struct {
 	task    string
 	workers int
 	batch   int
-	large   int // LargeTxnBytes, 0: default
-	relaxed bool
-	missing string           // OnMissingRow, "": the default
-	target  *sluice.Endpoint // nil: dstInst
+	// maxBatch: MaxBatch, 0: the default.
+	maxBatch int
+	large    int // LargeTxnBytes, 0: default
+	relaxed  bool
+	missing  string           // OnMissingRow, "": the default
+	target   *sluice.Endpoint // nil: dstInst
 	// started is called after Start with the applier's first stats.
 	started func(apply.Stats)
 	keep    func(sluice.TableRef) bool
@@ -97,6 +99,9 @@ func applierConfig(o runOpts) apply.Config {
 	}
 	if o.batch > 0 {
 		cfg.Batch = o.batch
+	}
+	if o.maxBatch > 0 {
+		cfg.MaxBatch = o.maxBatch
 	}
 	cfg.RelaxedOrder = o.relaxed
 	if o.missing != "" {
