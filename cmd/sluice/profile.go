@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -39,41 +40,32 @@ func profilePath(env string) string {
 }
 
 func startCPUProfile(path string) func() {
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sluice: SLUICE_CPUPROFILE:", err)
-		return func() {}
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		fmt.Fprintln(os.Stderr, "sluice: SLUICE_CPUPROFILE:", err)
-		f.Close()
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}
+	return startToFile("SLUICE_CPUPROFILE", path, pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 func startTrace(path string) func() {
+	return startToFile("SLUICE_TRACE", path, trace.Start, trace.Stop)
+}
+
+// startToFile starts a recorder (the CPU profile, the execution trace)
+// writing to path, and returns what stops it and closes the file. A
+// recorder that cannot start is reported under env and the run goes on.
+func startToFile(env, path string, start func(io.Writer) error, stop func()) func() {
 	if path == "" {
 		return func() {}
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sluice: SLUICE_TRACE:", err)
+		fmt.Fprintln(os.Stderr, "sluice: "+env+":", err)
 		return func() {}
 	}
-	if err := trace.Start(f); err != nil {
-		fmt.Fprintln(os.Stderr, "sluice: SLUICE_TRACE:", err)
+	if err := start(f); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice: "+env+":", err)
 		f.Close()
 		return func() {}
 	}
 	return func() {
-		trace.Stop()
+		stop()
 		f.Close()
 	}
 }
