@@ -49,7 +49,8 @@ type Stats struct {
 	// Chained counts groups that overlapped the uncommitted groups of one
 	// worker and were queued behind them on it: a chain of such groups
 	// runs on that worker alone, one after another. Grown counts groups
-	// that grew past the group limit meanwhile (chain.go).
+	// that grew past the group limit because dispatching them would have
+	// waited (chain.go).
 	Chained uint64
 	Grown   uint64
 	// MaxInFlight is the most target transactions that were executing or
@@ -477,8 +478,8 @@ type scheduler struct {
 	big  *bigTxn
 	// skipped counts the inherited ranges the stream has passed.
 	skipped int
-	// recheck and grown: the open group grew past the group limit behind
-	// a busy worker (chain.go).
+	// recheck and grown: the open group grew past the group limit while
+	// dispatching it would have waited (chain.go).
 	recheck int
 	grown   bool
 }
@@ -642,21 +643,8 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 			}
 			return a.err
 		}
-		w1, w2 := -1, -1
-		for _, k := range u.keys {
-			if o := a.owner[k]; o != nil {
-				if w1 < 0 || w1 == o.worker {
-					w1 = o.worker
-				} else {
-					w2 = o.worker
-					break
-				}
-			}
-		}
-		// RelaxedOrder: keep the groups past the low-water mark (and so the
-		// checkpoint's done lists) bounded, whatever one slow group holds up.
-		full := a.cfg.RelaxedOrder && a.lastSeq+1-a.nextCommit >= uint64(relaxedWindow*len(a.workers))
-		if w2 < 0 && !full {
+		w1, w2 := a.conflicts(u)
+		if w2 < 0 && !a.windowFull() {
 			u.worker = w1
 			break
 		}
@@ -675,7 +663,7 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 	} else {
 		best := 0
 		for i, w := range a.workers {
-			if len(w.ch)+int(w.busy.Load()) < len(a.workers[best].ch)+int(a.workers[best].busy.Load()) {
+			if w.load.Load() < a.workers[best].load.Load() {
 				best = i
 			}
 		}
@@ -689,18 +677,21 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 	for _, k := range u.keys {
 		a.owner[k] = u
 	}
+	w := a.workers[u.worker]
+	w.load.Add(1)
 	a.mu.Unlock()
 	select {
-	case a.workers[u.worker].ch <- u:
+	case w.ch <- u:
 		return nil
 	default:
 	}
 	t0 := a.clocks.Schedule.Enter(stagetime.WaitOutput)
 	defer a.clocks.Schedule.Leave(stagetime.WaitOutput, t0)
 	select {
-	case a.workers[u.worker].ch <- u:
+	case w.ch <- u:
 		return nil
 	case <-ctx.Done():
+		w.load.Add(-1)
 		return errClosed
 	}
 }

@@ -2,6 +2,7 @@ package apply_test
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"testing"
 	"time"
@@ -18,29 +19,101 @@ import (
 
 // TestChainedGroupGrows: when every group overlaps the one before it (one
 // hot row), the groups run on one worker, one after another. While that
-// worker's channel is full, the next group grows past the group limit
-// instead of waiting there (chain.go), and the target still commits the
-// source's transactions in their order, each exactly once.
+// worker's channel is full, the next group grows past the group limit, and
+// past MaxBatch up to ChainBatch, instead of waiting there (chain.go), and
+// the target still commits the source's transactions in their order, each
+// exactly once.
 //
 // The first group is held on a row lock the test takes on the target, and
 // every item is queued before the applier starts, so the scheduler finds
 // them all at once: groups 1-3 fill the worker (one executing, two in its
 // channel) and group 4 takes all the rest.
 func TestChainedGroupGrows(t *testing.T) {
+	const n = 300
+	st, commits := runChain(t, "chain", "chg", n, hotRow, fourInFlight, func(c *apply.Config) { c.MaxBatch = 10 })
+	if st.Txns != n || st.Commits != 4 || st.Chained != 3 || st.Grown != 1 {
+		t.Fatalf("%d transactions in %d target commits (%d chained, %d grown), want %d in 4 (3 chained, 1 grown)", st.Txns, st.Commits, st.Chained, st.Grown, n)
+	}
+	if len(commits) != 4 {
+		t.Fatalf("target commits: %d, want 4", len(commits))
+	}
+}
+
+// TestChainedGroupStopsAtChainBatch: the same chain with ChainBatch at or
+// below MaxBatch (10): grown groups stop at MaxBatch, so no target
+// transaction holds more than 10 source transactions.
+func TestChainedGroupStopsAtChainBatch(t *testing.T) {
+	const n = 300
+	st, commits := runChain(t, "chain2", "chg2", n, hotRow, fourInFlight, func(c *apply.Config) { c.MaxBatch, c.ChainBatch = 10, 0 })
+	if st.Txns != n || st.Grown == 0 {
+		t.Fatalf("%d transactions, %d grown; want %d and some grown", st.Txns, st.Grown, n)
+	}
+	for _, c := range commits {
+		if len(c) > 10 {
+			t.Fatalf("a target commit of %d source transactions, want at most MaxBatch 10: %v", len(c), commits)
+		}
+	}
+}
+
+// TestConflictingGroupGrows: a group that overlaps the uncommitted groups
+// of two workers waits until one of them has committed; it grows
+// meanwhile. Transactions 1-2 update row 1 (group 1, worker A, held on a
+// row lock the test takes on the target), 3-4 row 2 (group 2, no conflict,
+// so the other worker, B, held on a second lock); every later one updates
+// both rows, so group 3 overlaps A's and B's groups and takes all the rest.
+func TestConflictingGroupGrows(t *testing.T) {
+	const n = 300
+	both := func(name string, i int) []string {
+		switch {
+		case i <= 2:
+			return []string{"UPDATE " + name + ".t SET n=n+1 WHERE id=1"}
+		case i <= 4:
+			return []string{"UPDATE " + name + ".t SET n=n+1 WHERE id=2"}
+		}
+		return []string{"UPDATE " + name + ".t SET n=n+1 WHERE id=1", "UPDATE " + name + ".t SET n=n+1 WHERE id=2"}
+	}
+	st, commits := runChain(t, "chain3", "chg3", n, both, waitedOnTwo, func(c *apply.Config) { c.MaxBatch = 10 })
+	if st.Txns != n || st.Commits != 3 || st.Conflicts != 1 || st.Grown != 1 {
+		t.Fatalf("%d transactions in %d target commits (%d conflicts, %d grown), want %d in 3 (1 conflict, 1 grown)", st.Txns, st.Commits, st.Conflicts, st.Grown, n)
+	}
+	if len(commits) != 3 {
+		t.Fatalf("target commits: %d, want 3", len(commits))
+	}
+}
+
+// fourInFlight: one group waiting on the lock, two in its worker's channel,
+// and the fourth, which the scheduler hands over once the input ran dry.
+func fourInFlight(st apply.Stats) bool { return st.InFlight >= 4 }
+
+// waitedOnTwo: the third group, grown with all the input, waits for the
+// first two to commit.
+func waitedOnTwo(st apply.Stats) bool { return st.Conflicts >= 1 }
+
+// hotRow: every transaction updates row 1.
+func hotRow(name string, _ int) []string {
+	return []string{"UPDATE " + name + ".t SET n=n+1 WHERE id=1"}
+}
+
+// runChain writes n source transactions in database name, each the
+// statements writes gives it plus an insert of its number into a log
+// table, applies them with rows 1 and 2 locked on the target until the
+// applier's stats are ready (all are queued before the applier starts), checks that the tables are equal and that the target committed
+// the log rows in source order, and returns the applier's stats and the
+// target's commits (the log rows of each).
+func runChain(t *testing.T, task, name string, n int, writes func(name string, i int) []string, ready func(apply.Stats) bool, tune func(*apply.Config)) (apply.Stats, [][]int64) {
 	ctx := context.Background()
 	src := sandboxtest.MustOpen(t, srcInst, "")
 	dst := sandboxtest.MustOpen(t, dstInst, "")
-	seed(t, "chain", src)
-	sandboxtest.MustExec(t, src, "CREATE DATABASE chg", "CREATE TABLE chg.t (id INT PRIMARY KEY, n INT)",
-		"CREATE TABLE chg.log (id INT PRIMARY KEY)", "INSERT INTO chg.t VALUES (1, 0)")
-	ready := sourcePos(t, src)
-	if _, err := replicate(ctx, srcInst, runOpts{task: "chain", workers: 2, batch: 2, until: ready}); err != nil {
+	seed(t, task, src)
+	sandboxtest.MustExec(t, src, "CREATE DATABASE "+name, "CREATE TABLE "+name+".t (id INT PRIMARY KEY, n INT)",
+		"CREATE TABLE "+name+".log (id INT PRIMARY KEY)", "INSERT INTO "+name+".t VALUES (1, 0), (2, 0)")
+	from := sourcePos(t, src)
+	if _, err := replicate(ctx, srcInst, runOpts{task: task, workers: 2, batch: 2, until: from}); err != nil {
 		t.Fatal(err)
 	}
-	const n = 300
 	for i := 1; i <= n; i++ {
-		sandboxtest.MustExec(t, src, "BEGIN", "UPDATE chg.t SET n=n+1 WHERE id=1",
-			"INSERT INTO chg.log VALUES ("+strconv.Itoa(i)+")", "COMMIT")
+		stmts := append([]string{"BEGIN"}, writes(name, i)...)
+		sandboxtest.MustExec(t, src, append(stmts, "INSERT INTO "+name+".log VALUES ("+strconv.Itoa(i)+")", "COMMIT")...)
 	}
 	until := sourcePos(t, src)
 	dstStart := sourcePos(t, dst)
@@ -50,21 +123,28 @@ func TestChainedGroupGrows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	a, err := apply.New(applierConfig(runOpts{task: "chain", workers: 2, batch: 2}), db)
+	cfg := applierConfig(runOpts{task: task, workers: 2, batch: 2})
+	tune(&cfg)
+	a, err := apply.New(cfg, db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	items := decodeFrom(t, a, ready, until)
+	items := decodeFrom(t, a, from, until)
 
-	// Hold the hot row, so the first group waits on it.
-	lock, err := dst.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback()
-	if _, err := lock.Exec("SELECT * FROM chg.t WHERE id=1 FOR UPDATE"); err != nil {
-		t.Fatal(err)
+	// Hold rows 1 and 2 (each in a transaction of its own), so the groups
+	// that write them wait.
+	var locks []*sql.Tx
+	for _, id := range []string{"1", "2"} {
+		lock, err := dst.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback()
+		if _, err := lock.Exec("SELECT * FROM " + name + ".t WHERE id=" + id + " FOR UPDATE"); err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, lock)
 	}
 	for _, it := range items {
 		if err := a.Submit(ctx, it); err != nil {
@@ -74,16 +154,16 @@ func TestChainedGroupGrows(t *testing.T) {
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Four groups in flight: one waiting on the lock, two in its worker's
-	// channel, and the fourth, which the scheduler hands over once the
-	// input ran dry. A bound against a hang only.
-	for limit := time.Now().Add(time.Minute); a.Stats().InFlight < 4; time.Sleep(5 * time.Millisecond) {
+	// A bound against a hang only.
+	for limit := time.Now().Add(time.Minute); !ready(a.Stats()); time.Sleep(5 * time.Millisecond) {
 		if err := a.Err(); err != nil || time.Now().After(limit) {
-			t.Fatalf("the groups never filled the worker: %+v (%v)", a.Stats(), err)
+			t.Fatalf("the groups never filled the workers: %+v (%v)", a.Stats(), err)
 		}
 	}
-	if err := lock.Rollback(); err != nil {
-		t.Fatal(err)
+	for _, lock := range locks {
+		if err := lock.Rollback(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := a.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -92,12 +172,9 @@ func TestChainedGroupGrows(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sameTables(t, src, dst, "chg.t", "chg.log")
-	if st.Txns != n || st.Commits != 4 || st.Chained != 3 || st.Grown != 1 {
-		t.Fatalf("%d transactions in %d target commits (%d chained, %d grown), want %d in 4 (3 chained, 1 grown)", st.Txns, st.Commits, st.Chained, st.Grown, n)
-	}
+	sameTables(t, src, dst, name+".t", name+".log")
 	// The target committed the source's transactions in their order.
-	commits := targetCommits(t, dstInst, dstStart, sourcePos(t, dst), "chg")
+	commits := targetCommits(t, dstInst, dstStart, sourcePos(t, dst), name)
 	var next int64 = 1
 	for _, c := range commits {
 		for _, id := range c {
@@ -107,9 +184,10 @@ func TestChainedGroupGrows(t *testing.T) {
 			next++
 		}
 	}
-	if next != n+1 || len(commits) != 4 {
-		t.Fatalf("target commits: %d with %d rows, want 4 with %d", len(commits), next-1, n)
+	if next != int64(n)+1 {
+		t.Fatalf("target commits: %d rows, want %d", next-1, n)
 	}
+	return st, commits
 }
 
 // decodeFrom decodes the source's binlog from a's checkpoint (at from) to

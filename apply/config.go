@@ -59,6 +59,14 @@ type Config struct {
 	// MaxBatch). BatchBytes still bounds each group. A MaxBatch at or below
 	// Batch turns the growth off.
 	MaxBatch int
+	// ChainBatch bounds how far a group grows while it waits behind a
+	// worker whose channel is full (chain.go): such a group would only
+	// wait, so growing it costs no latency, and under a write hot spot,
+	// where every group runs on one worker after the one before, the
+	// group size is what each of those serial target transactions' round
+	// trips is paid for. BatchBytes still bounds each group. At or below
+	// MaxBatch, chained groups stop at MaxBatch.
+	ChainBatch int
 	// RelaxedOrder lets groups that do not conflict commit out of source
 	// order (incremental.commit-order: relaxed). Each group then costs one
 	// round trip on its own connection and nothing waits for the group
@@ -104,6 +112,7 @@ func DefaultConfig() Config {
 		Workers:         16,
 		Batch:           100,
 		MaxBatch:        1000,
+		ChainBatch:      8000,
 		BatchBytes:      4 << 20,
 		LargeTxnBytes:   32 << 20,
 		MetaSchema:      "sluice_meta",
@@ -127,6 +136,8 @@ func (c Config) Validate() error {
 		return bad("incremental.batch", "must be positive")
 	case c.MaxBatch < 0:
 		return bad("max-batch", "must not be negative")
+	case c.ChainBatch < 0:
+		return bad("chain-batch", "must not be negative")
 	case c.BatchBytes < 4096:
 		return bad("batch-bytes", "must be at least 4096")
 	case c.LargeTxnBytes < c.BatchBytes:

@@ -75,7 +75,7 @@ type runOpts struct {
 	task    string
 	workers int
 	batch   int
-	// maxBatch: MaxBatch, 0: the default.
+	// maxBatch: MaxBatch and ChainBatch, 0: the defaults.
 	maxBatch int
 	large    int // LargeTxnBytes, 0: default
 	relaxed  bool
@@ -101,7 +101,7 @@ func applierConfig(o runOpts) apply.Config {
 		cfg.Batch = o.batch
 	}
 	if o.maxBatch > 0 {
-		cfg.MaxBatch = o.maxBatch
+		cfg.MaxBatch, cfg.ChainBatch = o.maxBatch, o.maxBatch
 	}
 	cfg.RelaxedOrder = o.relaxed
 	if o.missing != "" {

@@ -19,7 +19,12 @@ type worker struct {
 	id   int
 	conn *sql.Conn
 	ch   chan *unit
-	busy atomic.Int32
+	// load counts the groups handed to this worker and not yet done
+	// (queued in ch or executing), for the scheduler's least busy worker:
+	// counted from the hand-over, so a group the worker has just taken
+	// from ch is not missed (len(ch) and a busy flag set after the receive
+	// left a window in which a busy worker looked idle).
+	load atomic.Int32
 	bw   batchWriter
 	cp   compactor
 	// own are the ranges of this worker's groups committed out of order
@@ -53,9 +58,9 @@ func (w *worker) run() {
 			return
 		}
 		if w.a.Err() != nil {
+			w.load.Add(-1)
 			continue // drain, so the scheduler never blocks on a dead worker
 		}
-		w.busy.Store(1)
 		err := w.apply(ctx, u)
 		if err == nil && w.a.cfg.RelaxedOrder && len(w.ch) == 0 {
 			// Idle: make the stored low-water mark catch up, so that a
@@ -66,7 +71,7 @@ func (w *worker) run() {
 			w.bw.rollback()
 			w.a.fail(err)
 		}
-		w.busy.Store(0)
+		w.load.Add(-1)
 	}
 }
 

@@ -370,8 +370,8 @@ func (m *metrics) close() {
 // (status), of which Compacted were applied as net row changes; Conflicts
 // groups waited because their writeset overlapped the uncommitted groups of
 // two workers; Chained groups overlapped one worker's and were queued
-// behind them on it, and Grown of them grew past the group limit while
-// that worker was busy (apply/chain.go); MaxInFlight is the most groups that were executing or waiting
+// behind them on it; Grown groups grew past the group limit while
+// dispatching them would have waited (apply/chain.go); MaxInFlight is the most groups that were executing or waiting
 // to commit at once, which is how much parallelism the writesets allowed;
 // GroupLimit is the current group size; LockYields counts groups rolled back
 // to let an earlier group have a lock. Stages is where the pipeline's
