@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +152,62 @@ func TestCanalJSON(t *testing.T) {
 	}
 	if len(msg.Old) != 1 || len(msg.Old[0]) != 1 || msg.Old[0]["v"] != "a" {
 		t.Fatalf("old %v (only the changed column)", msg.Old)
+	}
+}
+
+// TestNamesAreJSONStrings: names in the envelope and the key schema are
+// JSON strings whatever characters they hold (Go's quoting, used before,
+// writes DEL as \x7f, which no JSON parser reads), and values encoded into
+// the table's sized buffers are the bytes encoded from empty.
+func TestNamesAreJSONStrings(t *testing.T) {
+	odd := "t\x7f\"\\\x01é"
+	cfg := DefaultConfig("t")
+	cfg.TopicPrefix, cfg.Schema = "srv\x7f", true
+	e := newEncoder(cfg)
+	tb := &sluice.Table{Ref: sluice.TableRef{Schema: "db\x7f", Name: odd}, PK: []int{0},
+		Columns: []sluice.Column{{Name: "id", DataType: "int", FullType: "int(11)"}, {Name: "v", DataType: "varchar", FullType: "varchar(300)", Nullable: true}}}
+	m := txnMeta{gtid: "0-1-7", ts: 1700000000, start: sluice.Position{File: "mysql-bin\x7f.000001", Pos: 400}, server: 1}
+	p := e.plan(tb)
+	for i, n := range []int{0, 5, 300, 1, 200, 0, 300, 300, 2} {
+		ch := sluice.RowChange{Kind: sluice.Insert, Table: tb, After: []any{int32(i), strings.Repeat("x", n)}}
+		now := time.Unix(1700000001, 0)
+		want := e.debeziumValue(nil, &ch, &m, i, 'c', now)
+		buf := p.valueBuf()
+		got := p.encoded(e.debeziumValue(buf, &ch, &m, i, 'c', now))
+		if string(got) != string(want) || len(buf) != 0 {
+			t.Fatalf("value %d in a sized buffer:\n%s\nfrom empty:\n%s", i, got, want)
+		}
+		var ev struct {
+			Payload struct {
+				Source map[string]any
+			}
+		}
+		if err := json.Unmarshal(got, &ev); err != nil {
+			t.Fatalf("%v: %s", err, got)
+		}
+		if s := ev.Payload.Source; s["table"] != odd || s["db"] != "db\x7f" || s["name"] != "srv\x7f" || s["file"] != "mysql-bin\x7f.000001" {
+			t.Fatalf("source %v", s)
+		}
+	}
+	if key := e.recordKey(tb, []any{int32(1), "v"}); !json.Valid(key) {
+		t.Fatalf("key %s", key)
+	}
+	ddl := e.ddlValue(nil, &sluice.StreamItem{Kind: sluice.ItemDDL, Source: "CREATE TABLE x (id INT)"}, &m, "db\x7f", time.Unix(1700000001, 0))
+	var d struct{ DatabaseName string }
+	if err := json.Unmarshal(ddl, &d); err != nil || d.DatabaseName != "db\x7f" {
+		t.Fatalf("%v: %s", err, ddl)
+	}
+}
+
+// TestSameKeyValue: the direct comparisons agree with comparing the
+// printed values.
+func TestSameKeyValue(t *testing.T) {
+	vals := []any{int64(1), int64(2), uint64(1), int32(1), int32(-1), "1", "a", []byte("a"), []byte("b"), 1.5, nil}
+	for _, a := range vals {
+		for _, b := range vals {
+			if got, want := sameKeyValue(a, b), fmt.Sprint(a) == fmt.Sprint(b); got != want {
+				t.Errorf("sameKeyValue(%#v, %#v) = %v, printed values equal: %v", a, b, got, want)
+			}
+		}
 	}
 }

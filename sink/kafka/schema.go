@@ -29,7 +29,7 @@ func (e *encoder) recordKey(tb *sluice.Table, row []any) []byte {
 		dst = append(dst, columnSchema(tb.Columns[k], &p.cols[k], false)...)
 	}
 	dst = append(dst, `],"optional":false,"name":`...)
-	dst = strconv.AppendQuote(dst, p.topic+".Key")
+	dst = appendJSONString(dst, p.topic+".Key")
 	dst = append(dst, `},"payload":`...)
 	dst = e.appendKey(dst, tb, row)
 	return append(dst, '}')
@@ -50,7 +50,7 @@ func (e *encoder) envelopeSchema(tb *sluice.Table) string {
 			}
 			b.WriteString(columnSchema(c, &p.cols[i], true))
 		}
-		b.WriteString(`],"optional":true,"name":` + strconv.Quote(p.topic+".Value") + `,"field":"` + field + `"}`)
+		b.WriteString(`],"optional":true,"name":` + jsonString(p.topic+".Value") + `,"field":"` + field + `"}`)
 	}
 	b.WriteString(`{"type":"struct","fields":[`)
 	value("before")
@@ -59,7 +59,7 @@ func (e *encoder) envelopeSchema(tb *sluice.Table) string {
 	b.WriteString(`,` + sourceSchema + `,{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"},` +
 		`{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":false,"field":"total_order"},` +
 		`{"type":"int64","optional":false,"field":"data_collection_order"}],"optional":true,"name":"event.block","version":1,"field":"transaction"}]` +
-		`,"optional":false,"name":` + strconv.Quote(p.topic+".Envelope") + `,"version":1}`)
+		`,"optional":false,"name":` + jsonString(p.topic+".Envelope") + `,"version":1}`)
 	p.schema = b.String()
 	return p.schema
 }
@@ -109,10 +109,10 @@ func columnSchema(c sluice.Column, cp *colPlan, optional bool) string {
 		typ, name = "int32", "io.debezium.time.Year"
 	case kEnum:
 		name = "io.debezium.data.Enum"
-		params = `"parameters":{"allowed":` + strconv.Quote(strings.Join(cp.values, ",")) + `}`
+		params = `"parameters":{"allowed":` + jsonString(strings.Join(cp.values, ",")) + `}`
 	case kSet:
 		name = "io.debezium.data.EnumSet"
-		params = `"parameters":{"allowed":` + strconv.Quote(strings.Join(cp.values, ",")) + `}`
+		params = `"parameters":{"allowed":` + jsonString(strings.Join(cp.values, ",")) + `}`
 	case kBytes:
 		typ = "bytes"
 	case kGeometry:

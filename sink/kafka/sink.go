@@ -411,7 +411,7 @@ func (s *Sink) produceChange(ctx context.Context, ch *sluice.RowChange, now time
 	var value []byte
 	switch s.cfg.Format {
 	case FormatCanalJSON:
-		value = s.enc.canalValue(nil, ch, &s.meta, now)
+		value = p.encoded(s.enc.canalValue(p.valueBuf(), ch, &s.meta, now))
 	default:
 		op := byte('c')
 		switch ch.Kind {
@@ -420,7 +420,7 @@ func (s *Sink) produceChange(ctx context.Context, ch *sluice.RowChange, now time
 		case sluice.Delete:
 			op = 'd'
 		}
-		value = s.enc.debeziumValue(nil, ch, &s.meta, s.row, op, now)
+		value = p.encoded(s.enc.debeziumValue(p.valueBuf(), ch, &s.meta, s.row, op, now))
 	}
 	if ch.Kind == sluice.Update && s.cfg.Format == FormatDebezium && s.keyChanged(ch) {
 		// Debezium turns a primary key change into a delete of the old key,
@@ -465,11 +465,40 @@ func (s *Sink) produce(ctx context.Context, r *kgo.Record) {
 // keyChanged reports whether an update changes the primary key.
 func (s *Sink) keyChanged(ch *sluice.RowChange) bool {
 	for _, k := range ch.Table.PK {
-		if k < len(ch.Before) && k < len(ch.After) && fmt.Sprint(ch.Before[k]) != fmt.Sprint(ch.After[k]) {
+		if k < len(ch.Before) && k < len(ch.After) && !sameKeyValue(ch.Before[k], ch.After[k]) {
 			return true
 		}
 	}
 	return false
+}
+
+// sameKeyValue compares two values of one key column as they print, with
+// the decoder's usual types compared directly (fmt.Sprint cost two
+// allocations per key column of every update).
+func sameKeyValue(a, b any) bool {
+	switch x := a.(type) {
+	case int64:
+		if y, ok := b.(int64); ok {
+			return x == y
+		}
+	case uint64:
+		if y, ok := b.(uint64); ok {
+			return x == y
+		}
+	case int32:
+		if y, ok := b.(int32); ok {
+			return x == y
+		}
+	case string:
+		if y, ok := b.(string); ok {
+			return x == y
+		}
+	case []byte:
+		if y, ok := b.([]byte); ok {
+			return string(x) == string(y)
+		}
+	}
+	return fmt.Sprint(a) == fmt.Sprint(b)
 }
 
 func (s *Sink) produceDDL(ctx context.Context, it *sluice.StreamItem) error {

@@ -51,9 +51,9 @@ func (s *Sink) SnapshotRow(ctx context.Context, tb *sluice.Table, row []any) err
 	now := time.Now()
 	var value []byte
 	if s.cfg.Format == FormatCanalJSON {
-		value = s.enc.canalValue(nil, &ch, &s.meta, now)
+		value = p.encoded(s.enc.canalValue(p.valueBuf(), &ch, &s.meta, now))
 	} else {
-		value = s.enc.debeziumValue(nil, &ch, &s.meta, s.row, 'r', now)
+		value = p.encoded(s.enc.debeziumValue(p.valueBuf(), &ch, &s.meta, s.row, 'r', now))
 	}
 	s.row++
 	s.batch.Events++
