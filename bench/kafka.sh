@@ -33,6 +33,11 @@
 #      SLUICE_B (unset; other sluice binaries, space-separated, each run in
 #      every round as a peer named after its file (sluice-bN if that is
 #      "sluice") on topics sbN.*: an A/B of builds in the same run)
+#      WARMUP (1; 0: none): a round run before the measured ones, each peer
+#      once on the same backlog, not counted: the broker is one JVM shared by the peers,
+#      and its first minutes of a new load (JIT compilation, page cache) were
+#      slowest for whichever peer ran first (every peer's rate rose over
+#      the rounds of the earlier runs, docs/benchmarks/kafka.md)
 set -euo pipefail
 
 if [ -z "${SLUICE_BENCH_LOCKED:-}" ]; then
@@ -55,6 +60,7 @@ OUT=${OUT:-$PWD/bench/out/kafka.md}
 TIMEOUT=${TIMEOUT:-15m}
 DEBEZIUM=${DEBEZIUM:-1}
 SLUICE_B=${SLUICE_B:-}
+WARMUP=${WARMUP:-1}
 
 for tool in java mvn sysbench mariadb mariadb-binlog go; do
   command -v "$tool" >/dev/null || { echo "bench-kafka: $tool is missing (run 'make deps')" >&2; exit 2; }
@@ -65,9 +71,10 @@ for b in "${SLUICE_BS[@]}"; do
   [ -x "$b" ] || { echo "bench-kafka: SLUICE_B: $b is not an executable" >&2; exit 2; }
 done
 case "$DEBEZIUM" in 0|1) ;; *) echo "bench-kafka: DEBEZIUM=$DEBEZIUM: give 0 or 1" >&2; exit 2 ;; esac
-for v in TXNS ROUNDS THREADS TABLES TABLE_SIZE LIVE_SECS LIVE_RATE; do
+for v in TXNS ROUNDS THREADS TABLES TABLE_SIZE LIVE_SECS LIVE_RATE WARMUP; do
   case "${!v}" in ''|*[!0-9]*) echo "bench-kafka: $v=${!v}: give a whole number" >&2; exit 2 ;; esac
 done
+case "$WARMUP" in 0|1) ;; *) echo "bench-kafka: WARMUP=$WARMUP: give 0 or 1" >&2; exit 2 ;; esac
 [ "$TXNS" -gt 0 ] && [ "$ROUNDS" -gt 0 ] || { echo "bench-kafka: TXNS and ROUNDS must be at least 1" >&2; exit 2; }
 
 umask 077
@@ -222,6 +229,13 @@ run_peer() { # round peer
     debezium) [ "$DEBEZIUM" = 0 ] || run_debezium "$1" ;;
   esac
 }
+# The warm-up rounds' results go to a file of their own, left out of the tables.
+MEASURED=("${KB[@]}")
+KB=("$WORK/kafka-bench" run -brokers "$BROKER" -tables "$TABLES" -json "$WORK/warmup.jsonl" -timeout "$TIMEOUT")
+if [ "$WARMUP" = 1 ]; then
+  echo "== warm-up round (not counted): debezium, then the others"; run_peer 0 debezium; run_peer 0 sluice-b; run_peer 0 sluice
+fi
+KB=("${MEASURED[@]}")
 for r in $(seq 1 "$ROUNDS"); do
   if [ $((r % 2)) = 1 ]; then
     echo "== round $r/$ROUNDS: sluice, then the others"; run_peer "$r" sluice; run_peer "$r" sluice-b; run_peer "$r" debezium
@@ -246,7 +260,7 @@ fi
 {
   echo "## make bench-kafka, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT"
   echo
-  echo "\`TXNS=$TXNS ROUNDS=$ROUNDS THREADS=$THREADS TABLES=$TABLES TABLE_SIZE=$TABLE_SIZE LIVE_SECS=$LIVE_SECS LIVE_RATE=$LIVE_RATE ./bench/kafka.sh\`;"
+  echo "\`TXNS=$TXNS ROUNDS=$ROUNDS WARMUP=$WARMUP THREADS=$THREADS TABLES=$TABLES TABLE_SIZE=$TABLE_SIZE LIVE_SECS=$LIVE_SECS LIVE_RATE=$LIVE_RATE ./bench/kafka.sh\`;"
   echo "backlog: $N row changes from $TXNS transactions (written at $TPS TPS); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
   "$WORK/kafka-bench" table -in "$JSON"
