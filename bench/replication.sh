@@ -24,7 +24,8 @@
 #      CATCHUP ("oltp_write_only oltp_insert"): the catch-up workloads
 #      NATIVES ("n8 n1"): the native replicas in the catch-up rounds (n8 is needed for the ratio)
 #      SLUICE_B: a second sluice binary (e.g. the build before a change) for a same-run A/B: it
-#        joins the rotation of the catch-up rounds with its own target, task dir and relay
+#        joins the rotation of the catch-up rounds with its own target, task dir and relay,
+#        and of the latency rounds at 0 ms and at +LATENCY ms (through a proxy of its own)
 #      LABEL_B ("B"): how its rows are named
 #      PROFILE_DIR: write a CPU profile of every sluice run there (SLUICE_CPUPROFILE), named
 #        WORKLOAD-rROUND-a|b-PID.prof (a: SLUICE, b: SLUICE_B), and its allocation profile
@@ -70,10 +71,12 @@ done
 WORK=$(mktemp -d /tmp/sluice-repl.XXXXXX)
 export SLUICE_HOME=$WORK/home
 PROXY_PID=""
+PROXYB_PID=""
 SLUICE_PID=""
 cleanup() {
   [ -n "$SLUICE_PID" ] && kill "$SLUICE_PID" 2>/dev/null && wait "$SLUICE_PID" 2>/dev/null || true
   [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null || true
+  [ -n "$PROXYB_PID" ] && kill "$PROXYB_PID" 2>/dev/null || true
   for n in rb_src rb_dst rb_dstb rb_rep8 rb_rep1; do "$SLUICE" sandbox down --name $n --purge >/dev/null 2>&1 || true; done
   rm -rf "$WORK"
 }
@@ -304,19 +307,36 @@ PROXY_PORT_FILE=$WORK/proxy.addr
 PROXY_PID=$!
 until [ -s "$PROXY_PORT_FILE" ]; do sleep 0.1; done
 PROXY_PORT=$(sed 's/.*://' "$PROXY_PORT_FILE")
-declare -A LT LCPU LRSS
+declare -A LT LCPU LRSS LGROUPS LGROWN
 variants=(zero lat lat_relaxed)
+if [ -n "$SLUICE_B" ]; then
+  # The same-run A/B: SLUICE_B at 0 ms and at +LATENCY ms, through a proxy of its own
+  # in front of its own target.
+  PROXYB_PORT_FILE=$WORK/proxyb.addr
+  "$WORK/latencyproxy" -upstream "127.0.0.1:$DSTB_PORT" -latency "$LATENCY" >"$PROXYB_PORT_FILE" &
+  PROXYB_PID=$!
+  until [ -s "$PROXYB_PORT_FILE" ]; do sleep 0.1; done
+  PROXYB_PORT=$(sed 's/.*://' "$PROXYB_PORT_FILE")
+  variants+=(zero_b lat_b)
+fi
+nv=${#variants[@]}
 for ((r = 0; r < ROUNDS; r++)); do
-  for ((i = 0; i < 3; i++)); do
-    v=${variants[$(( (i + r) % 3 ))]}
+  for ((i = 0; i < nv; i++)); do
+    v=${variants[$(( (i + r) % nv ))]}
     backlog oltp_write_only "$BACKLOG"
     echo "== latency round $((r + 1))/$ROUNDS: $v" >&2
     case $v in
       zero) read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$DST_PORT") ;;
       lat) read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$PROXY_PORT") ;;
       lat_relaxed) read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$PROXY_PORT" relaxed) ;;
+      zero_b) read -r ts ev cpu rss < <(sluice_run_as b "$WORKERS" "$DSTB_PORT") ;;
+      lat_b) read -r ts ev cpu rss < <(sluice_run_as b "$WORKERS" "$PROXYB_PORT") ;;
     esac
-    LT[$v]+=" $ts"; LCPU[$v]+=" $cpu"; LRSS[$v]+=" $rss"
+    # The target transactions (groups) of the run and how many grew behind a busy worker:
+    # the mean group size is what the round trip is paid for.
+    read -r _ _ groups _ _ _ <"$WORK/extra"
+    LT[$v]+=" $ts"; LCPU[$v]+=" $cpu"; LRSS[$v]+=" $rss"; LGROUPS[$v]+=" ${groups:-0}"
+    LGROWN[$v]+=" $(field grown)"
   done
 done
 # shellcheck disable=SC2086
@@ -324,21 +344,27 @@ z=$(median ${LT[zero]})
 zr=$(rate "$BACKLOG" "$z")
 {
 echo
-echo "| workload | contender | txns | median time (s) | median txn/s | txn/s per round | CPU (s) | peak RSS (MB) | of sluice's 0 ms rate (medians, same rounds) | of the write_only 0 ms median above |"
-echo "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+echo "| workload | contender | txns | median time (s) | median txn/s | txn/s per round | CPU (s) | peak RSS (MB) | target transactions per round (grown) | of its own 0 ms rate (medians, same rounds) | of the write_only 0 ms median above |"
+echo "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: |"
+# shellcheck disable=SC2086
+[ -z "$SLUICE_B" ] || zrb=$(rate "$BACKLOG" "$(median ${LT[zero_b]})")
 for v in "${variants[@]}"; do
+  z0=$zr
   case $v in
     zero) name="sluice, $WORKERS workers, 0 ms" ;;
     lat) name="sluice, $WORKERS workers, +${LATENCY} ms to the target" ;;
     lat_relaxed) name="sluice, $WORKERS workers, +${LATENCY} ms, commit-order relaxed" ;;
+    zero_b) name="sluice $LABEL_B, $WORKERS workers, 0 ms"; z0=$zrb ;;
+    lat_b) name="sluice $LABEL_B, $WORKERS workers, +${LATENCY} ms to the target"; z0=$zrb ;;
   esac
   # shellcheck disable=SC2086
   t=$(median ${LT[$v]}); lr=$(rate "$BACKLOG" "$t")
   # shellcheck disable=SC2086
-  echo "| oltp_write_only | $name | $BACKLOG | $t | $lr | $(rates "$BACKLOG" ${LT[$v]}) | $(median ${LCPU[$v]}) | $(median ${LRSS[$v]}) | **$(pct "$lr" "$zr")** | $( [ -n "${SLUICE0[oltp_write_only]}" ] && pct "$lr" "${SLUICE0[oltp_write_only]}") |"
+  echo "| oltp_write_only | $name | $BACKLOG | $t | $lr | $(rates "$BACKLOG" ${LT[$v]}) | $(median ${LCPU[$v]}) | $(median ${LRSS[$v]}) | $(paste -d' ' <(tr ' ' '\n' <<<"${LGROUPS[$v]# }") <(tr ' ' '\n' <<<"${LGROWN[$v]# }") | awk '{ printf "%s%s (%s)", (NR > 1 ? ", " : ""), $1, $2 }') | **$(pct "$lr" "$z0")** | $( [ -n "${SLUICE0[oltp_write_only]}" ] && pct "$lr" "${SLUICE0[oltp_write_only]}") |"
 done
 } | tee -a "$OUT"
 kill "$PROXY_PID"; PROXY_PID=""
+[ -z "$PROXYB_PID" ] || { kill "$PROXYB_PID"; PROXYB_PID=""; }
 fi
 
 if part sweep; then
