@@ -34,6 +34,9 @@ type unit struct {
 	rows   int
 	// compacted is set by the worker when it applied net row changes.
 	compacted bool
+	// conflicted: counted in Stats.Conflicts (it overlapped the groups of
+	// two workers, or RelaxedOrder's window was full, when it was to go).
+	conflicted bool
 }
 
 // Stats are the applier's counters.
@@ -46,6 +49,9 @@ type Stats struct {
 	LastTime  uint32 // source timestamp of the last committed transaction, for lag
 	InFlight  int    // target transactions executing or waiting to commit
 	Conflicts uint64 // groups that had to wait because they conflicted with two workers
+	// Queued is the stream items submitted and not yet taken by the
+	// scheduler.
+	Queued int
 	// Chained counts groups that overlapped the uncommitted groups of one
 	// worker and were queued behind them on it: a chain of such groups
 	// runs on that worker alone, one after another. Grown counts groups
@@ -88,11 +94,15 @@ type Applier struct {
 
 	in      chan sluice.StreamItem
 	flushes chan chan error
-	done    chan struct{}
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	workers []*worker
-	serial  *sql.Conn
+	// progress is nudged when a worker takes a group or a group commits:
+	// what a scheduler holding a group that would wait waits for
+	// (chain.go).
+	progress chan struct{}
+	done     chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	workers  []*worker
+	serial   *sql.Conn
 
 	mu         sync.Mutex
 	cond       *sync.Cond
@@ -139,6 +149,7 @@ func New(cfg Config, db *sql.DB) (*Applier, error) {
 		ckptTable: sluice.QuoteIdent(cfg.MetaSchema) + ".apply_checkpoint",
 		in:        make(chan sluice.StreamItem, cfg.Queue),
 		flushes:   make(chan chan error),
+		progress:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		stop:      make(chan struct{}),
 		owner:     map[uint64]*unit{},
@@ -371,6 +382,7 @@ func (a *Applier) Stats() Stats {
 	s := a.stats
 	s.InFlight = int(a.lastSeq + 1 - a.nextCommit)
 	s.GroupLimit = int(a.groupLimit.Load())
+	s.Queued = len(a.in)
 	return s
 }
 
@@ -431,21 +443,16 @@ func (a *Applier) schedule() {
 		select {
 		case it = <-a.in:
 		default:
-			// The input ran dry: send what is grouped so far rather than wait.
-			if err := s.dispatchOpen(ctx); err != nil {
+			// The input ran dry: send what is grouped so far rather than
+			// wait, unless sending it would only wait (chain.go).
+			got, ch, stopped, err := s.idle(ctx)
+			if err != nil {
 				a.fail(err)
 				return
 			}
-			t0 := clock.Enter(stagetime.WaitInput)
-			var ch chan error
-			stopped := false
-			select {
-			case it = <-a.in:
-			case ch = <-a.flushes:
-			case <-a.stop:
-				stopped = true
+			if got != nil {
+				it = *got
 			}
-			clock.Leave(stagetime.WaitInput, t0)
 			switch {
 			case stopped:
 				return
@@ -649,7 +656,10 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 			break
 		}
 		if !waited {
-			a.stats.Conflicts++
+			if !u.conflicted {
+				u.conflicted = true
+				a.stats.Conflicts++
+			}
 			waited = true
 			tc = a.clocks.Schedule.Enter(stagetime.WaitConflict)
 		}
@@ -764,4 +774,14 @@ func (a *Applier) committed(seq uint64, u *unit, end sluice.Position, txns, rows
 	a.stats.Commits++
 	a.cond.Broadcast()
 	a.mu.Unlock()
+	a.nudge()
+}
+
+// nudge tells a scheduler holding a group that would wait that something
+// moved (chain.go).
+func (a *Applier) nudge() {
+	select {
+	case a.progress <- struct{}{}:
+	default:
+	}
 }

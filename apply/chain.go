@@ -1,5 +1,12 @@
 package apply
 
+import (
+	"context"
+
+	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/stagetime"
+)
+
 // Growing a group that would wait.
 //
 // A group whose writeset overlaps the uncommitted groups of one worker goes
@@ -61,9 +68,16 @@ func (s *scheduler) wouldWait() bool {
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.err != nil {
+		return false // dispatchOpen returns it
+	}
 	w1, w2 := a.conflicts(s.open)
 	switch {
 	case w2 >= 0 || a.windowFull():
+		if !s.open.conflicted {
+			s.open.conflicted = true
+			a.stats.Conflicts++
+		}
 		return true
 	case w1 >= 0:
 		return len(a.workers[w1].ch) == cap(a.workers[w1].ch)
@@ -93,4 +107,43 @@ func (a *Applier) conflicts(u *unit) (w1, w2 int) {
 // holds up. Called with a.mu held.
 func (a *Applier) windowFull() bool {
 	return a.cfg.RelaxedOrder && a.lastSeq+1-a.nextCommit >= uint64(relaxedWindow*len(a.workers))
+}
+
+// idle runs when the input ran dry. A group is sent off at once (a caught
+// up stream is applied with low latency) unless sending it would only
+// wait: then it stays open, and grows with what arrives, until it would
+// not wait (a worker took a group or a group committed: a.progress). It
+// returns the next item, or a flush request, or that the applier stops.
+func (s *scheduler) idle(ctx context.Context) (it *sluice.StreamItem, flush chan error, stopped bool, err error) {
+	a, clock := s.a, s.a.clocks.Schedule
+	for s.open != nil && s.wouldWait() {
+		t0 := clock.Enter(stagetime.WaitOutput)
+		var next sluice.StreamItem
+		select {
+		case next = <-a.in:
+			it = &next
+		case flush = <-a.flushes:
+		case <-a.stop:
+			stopped = true
+		case <-a.progress:
+		}
+		clock.Leave(stagetime.WaitOutput, t0)
+		if it != nil || flush != nil || stopped {
+			return it, flush, stopped, nil
+		}
+	}
+	if err := s.dispatchOpen(ctx); err != nil {
+		return nil, nil, false, err
+	}
+	t0 := clock.Enter(stagetime.WaitInput)
+	defer clock.Leave(stagetime.WaitInput, t0)
+	var next sluice.StreamItem
+	select {
+	case next = <-a.in:
+		return &next, nil, false, nil
+	case flush = <-a.flushes:
+		return nil, flush, false, nil
+	case <-a.stop:
+		return nil, nil, true, nil
+	}
 }

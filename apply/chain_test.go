@@ -44,7 +44,9 @@ func TestChainedGroupGrows(t *testing.T) {
 // transaction holds more than 10 source transactions.
 func TestChainedGroupStopsAtChainBatch(t *testing.T) {
 	const n = 300
-	st, commits := runChain(t, "chain2", "chg2", n, hotRow, fourInFlight, func(c *apply.Config) { c.MaxBatch, c.ChainBatch = 10, 0 })
+	// The fourth group stops at 10 and waits to be handed to the worker.
+	fourSent := func(st apply.Stats) bool { return st.InFlight >= 4 }
+	st, commits := runChain(t, "chain2", "chg2", n, hotRow, fourSent, func(c *apply.Config) { c.MaxBatch, c.ChainBatch = 10, 0 })
 	if st.Txns != n || st.Grown == 0 {
 		t.Fatalf("%d transactions, %d grown; want %d and some grown", st.Txns, st.Grown, n)
 	}
@@ -82,12 +84,13 @@ func TestConflictingGroupGrows(t *testing.T) {
 }
 
 // fourInFlight: one group waiting on the lock, two in its worker's channel,
-// and the fourth, which the scheduler hands over once the input ran dry.
-func fourInFlight(st apply.Stats) bool { return st.InFlight >= 4 }
+// and the fourth, grown with all the input, held open by the scheduler
+// (it would only wait behind them).
+func fourInFlight(st apply.Stats) bool { return st.InFlight >= 3 && st.Grown >= 1 && st.Queued == 0 }
 
 // waitedOnTwo: the third group, grown with all the input, waits for the
 // first two to commit.
-func waitedOnTwo(st apply.Stats) bool { return st.Conflicts >= 1 }
+func waitedOnTwo(st apply.Stats) bool { return st.Conflicts >= 1 && st.Queued == 0 }
 
 // hotRow: every transaction updates row 1.
 func hotRow(name string, _ int) []string {

@@ -111,7 +111,11 @@ func TestRelaxedKill9ExactlyOnce(t *testing.T) {
 	kills, ranges := 0, 0
 	committed := counterSum(dst, "rc.acc")
 	for round := 0; round < 12; round++ {
-		cmd := childCmd(srcInst, "rcrash", until, "SLUICE_RELAXED=1", "SLUICE_WORKERS=8", "SLUICE_BATCH="+strconv.Itoa(1+rng.Intn(8)))
+		// Groups may grow to twice the batch (MaxBatch and ChainBatch):
+		// the default 8,000 could take a round past the last transaction
+		// before the kill lands.
+		batch := 1 + rng.Intn(8)
+		cmd := childCmd(srcInst, "rcrash", until, "SLUICE_RELAXED=1", "SLUICE_WORKERS=8", "SLUICE_BATCH="+strconv.Itoa(batch), "SLUICE_MAX_BATCH="+strconv.Itoa(2*batch))
 		// Killed by observed progress (transactions committed on the
 		// target), never by time; the steps add up to well under n.
 		out := killAfterProgress(t, round, cmd, committed, 1+rng.Intn(300), n)

@@ -80,6 +80,7 @@ func (w *worker) run() {
 func (w *worker) next() (*unit, bool) {
 	select {
 	case u, ok := <-w.ch:
+		w.a.nudge() // room in ch
 		return u, ok
 	default:
 	}
@@ -87,6 +88,7 @@ func (w *worker) next() (*unit, bool) {
 	t0 := c.Enter(stagetime.WaitInput)
 	u, ok := <-w.ch
 	c.Leave(stagetime.WaitInput, t0)
+	w.a.nudge()
 	return u, ok
 }
 
