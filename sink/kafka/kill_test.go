@@ -90,7 +90,8 @@ func tailFile(p string) string {
 }
 
 // TestKafkaSinkKill9ExactlyOnce runs the real sluice binary with a Kafka
-// sink under a random write load and kills it with SIGKILL several times,
+// sink under a random write load and sysbench oltp_write_only (100 TPS)
+// and kills it with SIGKILL several times,
 // each kill placed after Kafka's committed offsets of the table topics
 // moved on by a random amount since the restart. A last run catches up and
 // stops with SIGTERM. Then a read_committed consumer of its own reads
@@ -119,6 +120,19 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 	for _, tb := range tables {
 		sandboxtest.MustExec(t, src, "CREATE TABLE "+schema+"."+tb+` (id int PRIMARY KEY, v varchar(200), n int, d decimal(10,2), e enum('a','b','c'), ts timestamp(3) NULL)`)
 	}
+	// sysbench oltp_write_only beside the random load, in the same schema:
+	// its tables' events are compared with the binlog too.
+	if _, err := exec.LookPath("sysbench"); err != nil {
+		t.Fatalf("sysbench not installed: %v", err)
+	}
+	sb := func(ctx context.Context, args ...string) *exec.Cmd {
+		base := []string{"oltp_write_only", "--mysql-host=127.0.0.1", fmt.Sprintf("--mysql-port=%d", srcInst.Port),
+			"--mysql-user=root", "--mysql-db=" + schema, "--tables=2", "--table-size=1000", "--db-ps-mode=disable"}
+		return exec.CommandContext(ctx, "sysbench", append(base, args...)...)
+	}
+	if out, err := sb(context.Background(), "prepare").CombinedOutput(); err != nil {
+		t.Fatalf("sysbench prepare: %v: %s", err, out)
+	}
 	start := masterStatus(t, src)
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
@@ -126,7 +140,8 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 	if err := os.WriteFile(taskFile, []byte(sinkTaskYAML(schema, stateDir, k.Addr(), srcInst.Port, start, "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	topics := []string{schema + "." + schema + ".t1", schema + "." + schema + ".t2"}
+	topics := []string{schema + "." + schema + ".t1", schema + "." + schema + ".t2",
+		schema + "." + schema + ".sbtest1", schema + "." + schema + ".sbtest2"}
 
 	// Load on the source for the whole crash phase.
 	loadCtx, stopLoad := context.WithCancel(context.Background())
@@ -138,6 +153,20 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 	go func() {
 		defer load.Done()
 		loadErr = writeLoad(loadCtx, src, loadRng, schema, tables, txns, 3*time.Millisecond)
+	}()
+	// sysbench until the crash phase ends (killed then: a transaction it
+	// had open is rolled back and never reaches the binlog).
+	sbCtx, stopSB := context.WithCancel(context.Background())
+	defer stopSB()
+	var sbErr error
+	var sbDone sync.WaitGroup
+	sbDone.Add(1)
+	go func() {
+		defer sbDone.Done()
+		out, err := sb(sbCtx, "run", "--threads=2", "--time=3600", "--rate=100").CombinedOutput()
+		if err != nil && sbCtx.Err() == nil {
+			sbErr = fmt.Errorf("sysbench run: %v: %s", err, out)
+		}
 	}()
 
 	logPath := filepath.Join(dir, "sluice.log")
@@ -203,8 +232,13 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 	}
 	stopLoad()
 	load.Wait()
+	stopSB()
+	sbDone.Wait()
 	if loadErr != nil {
 		t.Fatal(loadErr)
+	}
+	if sbErr != nil {
+		t.Fatal(sbErr)
 	}
 	end := masterStatus(t, src)
 	cmd, exited := startSluice()
@@ -232,7 +266,16 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 	changes := binlogChanges(t, srcInst, start, schema)
 	compareWithBinlog(t, seed, events, changes, schema)
 	compareWithTables(t, seed, events, src, schema, tables)
-	t.Logf("%d kills, %d events equal to the binlog's %d row changes", kills, len(events), len(changes))
+	sbEvents := 0
+	for _, e := range events {
+		if strings.Contains(e.Topic, ".sbtest") {
+			sbEvents++
+		}
+	}
+	if sbEvents == 0 {
+		t.Fatalf("seed %d: no event of sysbench's tables", seed)
+	}
+	t.Logf("%d kills, %d events (%d of sysbench's) equal to the binlog's %d row changes", kills, len(events), sbEvents, len(changes))
 }
 
 // compareWithBinlog checks, table by table, that the events are the
