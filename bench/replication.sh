@@ -27,6 +27,7 @@
 #        joins the rotation of the catch-up rounds with its own target, task dir and relay,
 #        and of the latency rounds at 0 ms and at +LATENCY ms (through a proxy of its own)
 #      LABEL_B ("B"): how its rows are named
+#      KEEP_DIR: keep every sluice run's metrics and status there (HHMMSS-a|b-task-TARGETPORT.*)
 #      PROFILE_DIR: write a CPU profile of every sluice run there (SLUICE_CPUPROFILE), named
 #        WORKLOAD-rROUND-a|b-PID.prof (a: SLUICE, b: SLUICE_B), and its allocation profile
 #        (SLUICE_MEMPROFILE) beside it as .alloc
@@ -59,6 +60,7 @@ NATIVES=${NATIVES:-n8 n1}
 SLUICE_B=${SLUICE_B:-}
 LABEL_B=${LABEL_B:-B}
 PROFILE_DIR=${PROFILE_DIR:-}
+KEEP_DIR=${KEEP_DIR:-}
 PROFILE_LABEL=run
 
 for tool in sysbench mariadb go; do
@@ -67,6 +69,7 @@ done
 [ -x "$SLUICE" ] || { echo "replication: $SLUICE is missing (run 'make build')" >&2; exit 2; }
 [ -z "$SLUICE_B" ] || [ -x "$SLUICE_B" ] || { echo "replication: SLUICE_B=$SLUICE_B is missing" >&2; exit 2; }
 [ -z "$PROFILE_DIR" ] || mkdir -p "$PROFILE_DIR"
+[ -z "$KEEP_DIR" ] || mkdir -p "$KEEP_DIR"
 
 WORK=$(mktemp -d /tmp/sluice-repl.XXXXXX)
 export SLUICE_HOME=$WORK/home
@@ -212,6 +215,12 @@ sluice_run_as() {
   rss=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SLUICE_PID/status")
   sleep 1.2 # one more status refresh for the event count
   "$bin" status --config "$task" --json >"$WORK/status.json"
+  if [ -n "$KEEP_DIR" ]; then
+    # Each run's metrics and status, for reading where its time went afterwards.
+    local keep
+    keep=$KEEP_DIR/$(date -u +%H%M%S)-$id-$(basename "$task" .yaml)-$2
+    cp "$WORK/metrics.txt" "$keep.metrics"; cp "$WORK/status.json" "$keep.status.json"
+  fi
   events=$(field events)
   # What bounds the run, for the sweep: how busy the host's CPUs were, the
   # target server's CPU seconds, and how the applier grouped and scheduled.
