@@ -80,24 +80,27 @@ SLUICE_PID=$!
 trap 'kill $SYSBENCH $SLUICE_PID 2>/dev/null || true' EXIT
 
 source_gtid() { mariadb -h127.0.0.1 -P"$SRC_PORT" -uroot -N -e "SELECT @@gtid_binlog_pos"; }
-applied_gtid() {
-  $SLUICE status --config "$WORK/live.yaml" --json 2>/dev/null |
+applied_gtid() { # task file
+  $SLUICE status --config "$1" --json 2>/dev/null |
     sed -n '/"applied"/,/}/p' | sed -n 's/.*"gtid_set": *"\([^"]*\)".*/\1/p'
 }
-# Show the status every 3 s while sysbench writes, then until the target has
-# applied everything the source has.
-while :; do
-  sleep 3
-  if ! kill -0 $SLUICE_PID 2>/dev/null; then
-    echo "sluice stopped unexpectedly:"; cat "$WORK/migrate-all.log"; exit 2
-  fi
-  $SLUICE status --config "$WORK/live.yaml" 2>/dev/null | sed 's/^/  /' || echo "  (full copy in progress)"
-  echo
-  if ! kill -0 $SYSBENCH 2>/dev/null && [ "$(applied_gtid)" = "$(source_gtid)" ]; then
-    break
-  fi
-done
-wait $SYSBENCH || true
+# follow TASK_FILE LOG: show the task's status every 3 s while sysbench
+# ($SYSBENCH) writes, then until the task has applied everything the source has.
+follow() {
+  while :; do
+    sleep 3
+    if ! kill -0 $SLUICE_PID 2>/dev/null; then
+      echo "sluice stopped unexpectedly:"; cat "$2"; exit 2
+    fi
+    $SLUICE status --config "$1" 2>/dev/null | sed 's/^/  /' || echo "  (copy in progress)"
+    echo
+    if ! kill -0 $SYSBENCH 2>/dev/null && [ "$(applied_gtid "$1")" = "$(source_gtid)" ]; then
+      break
+    fi
+  done
+  wait $SYSBENCH || true
+}
+follow "$WORK/live.yaml" "$WORK/migrate-all.log"
 grep -E "transactions:|queries:" "$WORK/sysbench.log" | sed 's/^ */sysbench: /'
 
 step "caught up; stopping sluice (SIGINT) and verifying"
@@ -130,22 +133,7 @@ SYSBENCH=$!
 $SLUICE migrate --config "$WORK/kafka.yaml" --mode all > "$WORK/migrate-kafka.log" 2>&1 &
 SLUICE_PID=$!
 trap 'kill $SYSBENCH $SLUICE_PID 2>/dev/null || true' EXIT
-kafka_applied() {
-  $SLUICE status --config "$WORK/kafka.yaml" --json 2>/dev/null |
-    sed -n '/"applied"/,/}/p' | sed -n 's/.*"gtid_set": *"\([^"]*\)".*/\1/p'
-}
-while :; do
-  sleep 3
-  if ! kill -0 $SLUICE_PID 2>/dev/null; then
-    echo "sluice stopped unexpectedly:"; cat "$WORK/migrate-kafka.log"; exit 2
-  fi
-  $SLUICE status --config "$WORK/kafka.yaml" 2>/dev/null | sed 's/^/  /' || echo "  (snapshot in progress)"
-  echo
-  if ! kill -0 $SYSBENCH 2>/dev/null && [ "$(kafka_applied)" = "$(source_gtid)" ]; then
-    break
-  fi
-done
-wait $SYSBENCH || true
+follow "$WORK/kafka.yaml" "$WORK/migrate-kafka.log"
 grep -E "transactions:" "$WORK/sysbench-kafka.log" | sed 's/^ */sysbench: /'
 kill -INT $SLUICE_PID
 wait $SLUICE_PID
