@@ -114,36 +114,32 @@ func (a *Applier) windowFull() bool {
 // wait: then it stays open, and grows with what arrives, until it would
 // not wait (a worker took a group or a group committed: a.progress). It
 // returns the next item, or a flush request, or that the applier stops.
-func (s *scheduler) idle(ctx context.Context) (it *sluice.StreamItem, flush chan error, stopped bool, err error) {
+func (s *scheduler) idle(ctx context.Context) (*sluice.StreamItem, chan error, bool, error) {
 	a, clock := s.a, s.a.clocks.Schedule
-	for s.open != nil && s.wouldWait() {
-		t0 := clock.Enter(stagetime.WaitOutput)
+	for {
+		// Held open, the scheduler waits for its workers (output);
+		// otherwise, with the group sent off, for input.
+		var progress chan struct{}
+		state := stagetime.WaitInput
+		if s.open != nil && s.wouldWait() {
+			progress, state = a.progress, stagetime.WaitOutput
+		} else if err := s.dispatchOpen(ctx); err != nil {
+			return nil, nil, false, err
+		}
+		t0 := clock.Enter(state)
 		var next sluice.StreamItem
 		select {
 		case next = <-a.in:
-			it = &next
-		case flush = <-a.flushes:
+			clock.Leave(state, t0)
+			return &next, nil, false, nil
+		case flush := <-a.flushes:
+			clock.Leave(state, t0)
+			return nil, flush, false, nil
 		case <-a.stop:
-			stopped = true
-		case <-a.progress:
+			clock.Leave(state, t0)
+			return nil, nil, true, nil
+		case <-progress: // nil, and so never ready, unless held open
+			clock.Leave(state, t0)
 		}
-		clock.Leave(stagetime.WaitOutput, t0)
-		if it != nil || flush != nil || stopped {
-			return it, flush, stopped, nil
-		}
-	}
-	if err := s.dispatchOpen(ctx); err != nil {
-		return nil, nil, false, err
-	}
-	t0 := clock.Enter(stagetime.WaitInput)
-	defer clock.Leave(stagetime.WaitInput, t0)
-	var next sluice.StreamItem
-	select {
-	case next = <-a.in:
-		return &next, nil, false, nil
-	case flush = <-a.flushes:
-		return nil, flush, false, nil
-	case <-a.stop:
-		return nil, nil, true, nil
 	}
 }

@@ -59,13 +59,13 @@ type Config struct {
 	// MaxBatch). BatchBytes still bounds each group. A MaxBatch at or below
 	// Batch turns the growth off.
 	MaxBatch int
-	// ChainBatch bounds how far a group grows while it waits behind a
-	// worker whose channel is full (chain.go): such a group would only
-	// wait, so growing it costs no latency, and under a write hot spot,
-	// where every group runs on one worker after the one before, the
+	// ChainBatch bounds how far a group grows while dispatching it would
+	// only wait (behind a worker whose channel is full, or for the groups
+	// of two workers; chain.go): growing it then costs no latency, and
+	// under a write hot spot, where the groups run one after another, the
 	// group size is what each of those serial target transactions' round
 	// trips is paid for. BatchBytes still bounds each group. At or below
-	// MaxBatch, chained groups stop at MaxBatch.
+	// MaxBatch, such groups stop at MaxBatch.
 	ChainBatch int
 	// RelaxedOrder lets groups that do not conflict commit out of source
 	// order (incremental.commit-order: relaxed). Each group then costs one
