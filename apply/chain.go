@@ -30,18 +30,22 @@ import (
 // target transaction.
 
 // full reports whether the open group must be dispatched before t joins
-// it: t would take it over BatchBytes, or it has reached the group limit
-// and dispatching it would not wait (then it grows, up to ChainBatch).
+// it: t would take it over ChainBytes, or over BatchBytes or the group limit
+// while dispatching it would not wait (a group that would only wait grows,
+// up to ChainBatch transactions and ChainBytes).
 func (s *scheduler) full(t *txn) bool {
 	u, cfg := s.open, &s.a.cfg
-	if u.bytes+t.bytes > cfg.BatchBytes {
+	bytes := u.bytes + t.bytes
+	if bytes > max(cfg.BatchBytes, cfg.ChainBytes) {
 		return true
 	}
 	n, lim := len(u.txns), int(s.a.groupLimit.Load())
 	switch {
-	case n < lim:
+	case n < lim && bytes <= cfg.BatchBytes:
 		return false
 	case cfg.MaxBatch <= cfg.Batch || n >= max(cfg.MaxBatch, cfg.ChainBatch):
+		return true
+	case bytes > cfg.BatchBytes && cfg.ChainBytes <= cfg.BatchBytes:
 		return true
 	case n < s.recheck:
 		return false // grown: look again later

@@ -57,6 +57,39 @@ func TestChainedGroupStopsAtChainBatch(t *testing.T) {
 	}
 }
 
+// TestChainedGroupGrowsPastBatchBytes: the chain of TestChainedGroupGrows
+// bounded by bytes instead of by count (BatchBytes 4096, about 19 of these
+// transactions): the group held open behind the full worker grows past
+// BatchBytes, up to ChainBytes; with ChainBytes off it stops at BatchBytes.
+func TestChainedGroupGrowsPastBatchBytes(t *testing.T) {
+	const n = 300
+	bytes := func(chain int) func(*apply.Config) {
+		return func(c *apply.Config) { c.MaxBatch, c.BatchBytes, c.ChainBytes = 1000, 4096, chain }
+	}
+	st, commits := runChain(t, "chain4", "chg4", n, hotRow, fourInFlight, bytes(1<<20))
+	if st.Txns != n || st.Commits != 4 || st.Grown != 1 {
+		t.Fatalf("%d transactions in %d target commits (%d grown), want %d in 4 (1 grown)", st.Txns, st.Commits, st.Grown, n)
+	}
+	if len(commits) != 4 || len(commits[3]) < n-3*40 {
+		t.Fatalf("target commits %v: want three groups within BatchBytes and a fourth with all the rest", commits)
+	}
+	for _, c := range commits[:3] {
+		if len(c) > 40 {
+			t.Fatalf("a group of %d before the held one, want at most BatchBytes (about 19): %v", len(c), commits)
+		}
+	}
+	fourSent := func(st apply.Stats) bool { return st.InFlight >= 4 }
+	st, commits = runChain(t, "chain5", "chg5", n, hotRow, fourSent, bytes(0))
+	if st.Txns != n {
+		t.Fatalf("%d transactions, want %d", st.Txns, n)
+	}
+	for _, c := range commits {
+		if len(c) > 40 {
+			t.Fatalf("a target commit of %d source transactions with ChainBytes off, want at most BatchBytes (about 19): %v", len(c), commits)
+		}
+	}
+}
+
 // TestConflictingGroupGrows: a group that overlaps the uncommitted groups
 // of two workers waits until one of them has committed; it grows
 // meanwhile. Transactions 1-2 update row 1 (group 1, worker A, held on a
