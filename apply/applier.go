@@ -186,6 +186,7 @@ func (a *Applier) Start(ctx context.Context) error {
 	// distant target, one after another would cost several round trips
 	// each before the first transaction is applied.
 	conns := make([]*sql.Conn, a.cfg.Workers)
+	ids := make([]uint64, a.cfg.Workers)
 	errs := make([]error, a.cfg.Workers)
 	var wg sync.WaitGroup
 	for i := range conns {
@@ -197,6 +198,9 @@ func (a *Applier) Start(ctx context.Context) error {
 				if err = a.fence(ctx, c, i); err != nil {
 					c.Close()
 					c = nil
+				} else if ids[i], err = connectionID(ctx, c); err != nil {
+					// c stays a worker, so closeConns releases its lock.
+					err = fmt.Errorf("read the worker session id: %w", err)
 				}
 			}
 			conns[i], errs[i] = c, err
@@ -205,19 +209,13 @@ func (a *Applier) Start(ctx context.Context) error {
 	wg.Wait()
 	for i, c := range conns {
 		if c != nil {
-			a.workers = append(a.workers, &worker{a: a, id: i, conn: c, ch: make(chan *unit, 2)})
+			a.workers = append(a.workers, &worker{a: a, id: i, conn: c, connID: ids[i], ch: make(chan *unit, 2)})
 		}
 	}
 	for _, err := range errs {
 		if err != nil {
 			a.closeConns()
 			return err
-		}
-	}
-	for _, w := range a.workers {
-		if w.connID, err = connectionID(ctx, w.conn); err != nil {
-			a.closeConns()
-			return fmt.Errorf("read the worker session id: %w", err)
 		}
 	}
 	if err := a.fenceOld(ctx); err != nil {
