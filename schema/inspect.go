@@ -40,39 +40,40 @@ func ListTables(ctx context.Context, db *sql.DB, keep func(sluice.TableRef) bool
 }
 
 // afterColumnsHook, set by tests, runs between the reading of a table's
-// columns and the rest of its inspection.
+// columns and keys and its SHOW CREATE TABLE.
 var afterColumnsHook func(sluice.TableRef)
 
 // Inspect reads one table's columns and keys. It returns an error wrapping
 // sluice.ErrUnknownTable if the table does not exist.
+//
+// The columns and the keys are read at once, on two connections of db (one
+// round trip instead of two: a replication task inspects each target table
+// on its way, and a distant target pays each round trip; issue 18), and
+// SHOW CREATE TABLE after both: a table dropped before it has been read
+// whole then fails there, as unknown, whichever read saw it gone.
 func Inspect(ctx context.Context, db *sql.DB, ref sluice.TableRef) (*sluice.Table, error) {
 	t := &sluice.Table{Ref: ref}
-	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, IFNULL(CHARACTER_SET_NAME,''), EXTRA,
-		COLUMN_DEFAULT, COLUMN_COMMENT
-		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, ref.Schema, ref.Name)
+	kctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type keysRead struct {
+		parts []keyPart
+		err   error
+	}
+	kc := make(chan keysRead, 1)
+	go func() {
+		parts, err := readKeyParts(kctx, db, ref)
+		kc <- keysRead{parts, err}
+	}()
+	err := readColumns(ctx, db, t)
+	if err != nil {
+		cancel()
+	}
+	k := <-kc
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var c sluice.Column
-		var nullable, extra string
-		var def sql.NullString
-		if err := rows.Scan(&c.Name, &c.DataType, &c.FullType, &nullable, &c.Charset, &extra, &def, &c.Comment); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		c.DataType = strings.ToLower(c.DataType)
-		c.Nullable = nullable == "YES"
-		c.Unsigned = strings.Contains(strings.ToLower(c.FullType), "unsigned")
-		ex := strings.ToUpper(extra)
-		c.Generated = strings.Contains(ex, "VIRTUAL") || strings.Contains(ex, "STORED") || strings.Contains(ex, "PERSISTENT")
-		c.AutoIncrement = strings.Contains(ex, "AUTO_INCREMENT")
-		c.Default = columnDefault(def)
-		t.Columns = append(t.Columns, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+	if k.err != nil {
+		return nil, k.err
 	}
 	if len(t.Columns) == 0 {
 		return nil, &sluice.Error{Op: "inspect " + ref.String(), Err: fmt.Errorf("%w: %s does not exist", sluice.ErrUnknownTable, ref), Hint: "check the table name and the task's tables patterns"}
@@ -80,9 +81,7 @@ func Inspect(ctx context.Context, db *sql.DB, ref sluice.TableRef) (*sluice.Tabl
 	if afterColumnsHook != nil {
 		afterColumnsHook(ref)
 	}
-	if err := inspectKeys(ctx, db, t); err != nil {
-		return nil, err
-	}
+	setKeys(t, k.parts)
 	var name, create string
 	if err := db.QueryRowContext(ctx, "SHOW CREATE TABLE "+ref.Quoted()).Scan(&name, &create); err != nil {
 		var me *mysql.MySQLError
@@ -97,41 +96,78 @@ func Inspect(ctx context.Context, db *sql.DB, ref sluice.TableRef) (*sluice.Tabl
 	return t, nil
 }
 
-func inspectKeys(ctx context.Context, db *sql.DB, t *sluice.Table) error {
-	rows, err := db.QueryContext(ctx, `SELECT INDEX_NAME, COLUMN_NAME, NULLABLE FROM information_schema.STATISTICS
-		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 ORDER BY INDEX_NAME = 'PRIMARY' DESC, INDEX_NAME, SEQ_IN_INDEX`, t.Ref.Schema, t.Ref.Name)
+// readColumns reads ref's columns into t.Columns (none: no such table).
+func readColumns(ctx context.Context, db *sql.DB, t *sluice.Table) error {
+	rows, err := db.QueryContext(ctx, `SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, IFNULL(CHARACTER_SET_NAME,''), EXTRA,
+		COLUMN_DEFAULT, COLUMN_COMMENT
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, t.Ref.Schema, t.Ref.Name)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
+	for rows.Next() {
+		var c sluice.Column
+		var nullable, extra string
+		var def sql.NullString
+		if err := rows.Scan(&c.Name, &c.DataType, &c.FullType, &nullable, &c.Charset, &extra, &def, &c.Comment); err != nil {
+			return err
+		}
+		c.DataType = strings.ToLower(c.DataType)
+		c.Nullable = nullable == "YES"
+		c.Unsigned = strings.Contains(strings.ToLower(c.FullType), "unsigned")
+		ex := strings.ToUpper(extra)
+		c.Generated = strings.Contains(ex, "VIRTUAL") || strings.Contains(ex, "STORED") || strings.Contains(ex, "PERSISTENT")
+		c.AutoIncrement = strings.Contains(ex, "AUTO_INCREMENT")
+		c.Default = columnDefault(def)
+		t.Columns = append(t.Columns, c)
+	}
+	return rows.Err()
+}
+
+// keyPart is one column of one unique index, as information_schema lists it.
+type keyPart struct{ index, column, nullable string }
+
+func readKeyParts(ctx context.Context, db *sql.DB, ref sluice.TableRef) ([]keyPart, error) {
+	rows, err := db.QueryContext(ctx, `SELECT INDEX_NAME, COLUMN_NAME, NULLABLE FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 ORDER BY INDEX_NAME = 'PRIMARY' DESC, INDEX_NAME, SEQ_IN_INDEX`, ref.Schema, ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var parts []keyPart
+	for rows.Next() {
+		var p keyPart
+		if err := rows.Scan(&p.index, &p.column, &p.nullable); err != nil {
+			return nil, err
+		}
+		parts = append(parts, p)
+	}
+	return parts, rows.Err()
+}
+
+// setKeys sets t's unique keys and row identity from its unique index parts.
+func setKeys(t *sluice.Table, parts []keyPart) {
 	type key struct {
 		name     string
 		cols     []int
 		nullable bool
 	}
 	var keys []*key
-	for rows.Next() {
-		var idx, col, nullable string
-		if err := rows.Scan(&idx, &col, &nullable); err != nil {
-			return err
-		}
-		if len(keys) == 0 || keys[len(keys)-1].name != idx {
-			keys = append(keys, &key{name: idx})
+	for _, p := range parts {
+		if len(keys) == 0 || keys[len(keys)-1].name != p.index {
+			keys = append(keys, &key{name: p.index})
 		}
 		k := keys[len(keys)-1]
-		ci := t.ColumnIndex(col)
+		ci := t.ColumnIndex(p.column)
 		if ci < 0 {
 			// A prefix or expression part we cannot use as a row identity.
 			k.nullable = true
 			continue
 		}
 		k.cols = append(k.cols, ci)
-		if nullable == "YES" {
+		if p.nullable == "YES" {
 			k.nullable = true
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	// Keys whose columns are all NOT NULL, primary first, then the narrowest.
 	sort.SliceStable(keys, func(a, b int) bool {
@@ -149,7 +185,6 @@ func inspectKeys(ctx context.Context, db *sql.DB, t *sluice.Table) error {
 			t.PKIsPrimary = k.name == "PRIMARY"
 		}
 	}
-	return nil
 }
 
 // columnDefault reads information_schema's COLUMN_DEFAULT as the tracker
