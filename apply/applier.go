@@ -138,7 +138,8 @@ type Applier struct {
 
 // New returns an applier writing to db, which must accept multi-statement
 // batches (open it with OpenTarget or TargetConfig) and allow at least
-// Workers+2 connections. Call Start before Submit.
+// Workers+2 connections (PoolSize gives what it uses). Call Start before
+// Submit.
 func New(cfg Config, db *sql.DB) (*Applier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -178,13 +179,12 @@ func (a *Applier) Start(ctx context.Context) error {
 		a.closeConns()
 		return err
 	}
-	if err := a.probeRTT(ctx, a.serial); err != nil {
-		a.closeConns()
-		return err
-	}
-	// The worker connections are opened and fenced in parallel: with a
+	// The round trip is measured on the serial connection while the
+	// worker connections are opened and fenced, in parallel: with a
 	// distant target, one after another would cost several round trips
 	// each before the first transaction is applied.
+	probed := make(chan error, 1)
+	go func() { probed <- a.probeRTT(ctx, a.serial) }()
 	conns := make([]*sql.Conn, a.cfg.Workers)
 	ids := make([]uint64, a.cfg.Workers)
 	errs := make([]error, a.cfg.Workers)
@@ -207,6 +207,9 @@ func (a *Applier) Start(ctx context.Context) error {
 		}(i)
 	}
 	wg.Wait()
+	if err := <-probed; err != nil {
+		errs = append(errs, err)
+	}
 	for i, c := range conns {
 		if c != nil {
 			a.workers = append(a.workers, &worker{a: a, id: i, conn: c, connID: ids[i], ch: make(chan *unit, 2)})

@@ -179,15 +179,22 @@ func TargetConfig(ep sluice.Endpoint) *mysql.Config {
 
 func (c Config) skipMissing() bool { return c.OnMissingRow == MissingRowSkip }
 
-// OpenTarget opens a pool suitable for New: workers+2 connections.
+// PoolSize is the target connections an applier of workers uses: one per
+// worker, the serial connection, and three for reading a table's
+// definition, keys and collations at once (resolve: the scheduler waits
+// for them, at a distant target a round trip each) while the workers hold
+// theirs.
+func PoolSize(workers int) int { return workers + 4 }
+
+// OpenTarget opens a pool suitable for New, of PoolSize(workers) connections.
 func OpenTarget(ctx context.Context, ep sluice.Endpoint, workers int) (*sql.DB, error) {
 	conn, err := mysql.NewConnector(TargetConfig(ep))
 	if err != nil {
 		return nil, &sluice.Error{Op: "configure target " + ep.Addr(), Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "check target.host, port and user in the task file"}
 	}
 	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(workers + 2)
-	db.SetMaxIdleConns(workers + 2)
+	db.SetMaxOpenConns(PoolSize(workers))
+	db.SetMaxIdleConns(PoolSize(workers))
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, dbconn.Classify(err, "target", ep)

@@ -38,7 +38,20 @@ func (a *Applier) resolve(ctx context.Context, t *sluice.Table) (*tableInfo, err
 	if v, ok := a.tables.Load(t); ok {
 		return v.(*tableInfo), nil
 	}
+	// The target's collations are read beside its definition: each is a
+	// round trip, and the scheduler waits for them (at a distant target,
+	// for every table of the stream as it first appears).
+	type foldsRead struct {
+		folds map[string]*keyFold
+		err   error
+	}
+	fc := make(chan foldsRead, 1)
+	go func() {
+		f, err := a.foldsFor(ctx, t.Ref.Schema, t.Ref.Name)
+		fc <- foldsRead{f, err}
+	}()
 	tgt, err := schema.Inspect(ctx, a.db, t.Ref)
+	fr := <-fc
 	if err != nil {
 		if errors.Is(err, sluice.ErrUnknownTable) {
 			return nil, &sluice.Error{Op: "apply rows to " + t.Ref.String(), Err: err,
@@ -91,10 +104,10 @@ func (a *Applier) resolve(ctx context.Context, t *sluice.Table) (*tableInfo, err
 	for _, k := range tgt.UniqueKeys {
 		add(mapKey(k))
 	}
-	folds, err := a.foldsFor(ctx, t.Ref.Schema, t.Ref.Name)
-	if err != nil {
-		return nil, err
+	if fr.err != nil {
+		return nil, fr.err
 	}
+	folds := fr.folds
 	for _, k := range info.keys {
 		fk := make([]*keyFold, len(k))
 		for p, ci := range k {

@@ -26,13 +26,15 @@ func openFenced(ctx context.Context, ep sluice.Endpoint, task string, workers in
 		return nil, &sluice.Error{Op: "configure target " + ep.Addr(), Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "check target.host, port and user in the task file"}
 	}
 	db := sql.OpenDB(fence.Connector(inner, "apply", task))
-	db.SetMaxOpenConns(workers + 2)
-	db.SetMaxIdleConns(workers + 2)
+	db.SetMaxOpenConns(apply.PoolSize(workers))
+	db.SetMaxIdleConns(apply.PoolSize(workers))
+	// Opened all at once first: a ping before would open one connection
+	// alone, a handful of round trips before the others start.
+	prewarm(ctx, db, apply.PoolSize(workers))
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, dbconn.Classify(err, "target", ep)
 	}
-	prewarm(ctx, db, workers+2)
 	return db, nil
 }
 
