@@ -47,9 +47,28 @@ func (a *Applier) metaDDL() []string {
 	}
 }
 
+// metaState reports whether the checkpoint table exists and whether both
+// checkpoint tables are as this version writes them, in one round trip:
+// a task reads its checkpoint twice as it starts, and at a distant target
+// the CREATE ... IF NOT EXISTS statements cost one round trip each.
+func (a *Applier) metaState(ctx context.Context) (exists, ready bool, err error) {
+	var ckpt, done, state int
+	err = a.db.QueryRowContext(ctx, `SELECT IFNULL(SUM(TABLE_NAME='apply_checkpoint'),0), IFNULL(SUM(TABLE_NAME='apply_checkpoint' AND COLUMN_NAME='done'),0),
+		IFNULL(SUM(TABLE_NAME='apply_schema' AND COLUMN_NAME='state'),0)
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=? AND TABLE_NAME IN ('apply_checkpoint','apply_schema')`, a.cfg.MetaSchema).Scan(&ckpt, &done, &state)
+	if err != nil {
+		return false, false, fmt.Errorf("look for the checkpoint tables in %s: %w", a.cfg.MetaSchema, err)
+	}
+	return ckpt > 0, done > 0 && state > 0, nil
+}
+
 func (a *Applier) ensureMeta(ctx context.Context) error {
 	if a.metaReady.Load() {
 		return nil
+	}
+	if _, ready, err := a.metaState(ctx); err != nil || ready {
+		a.metaReady.Store(ready)
+		return err
 	}
 	for _, q := range a.metaDDL() {
 		if _, err := a.db.ExecContext(ctx, q); err != nil {
@@ -179,13 +198,11 @@ func (a *Applier) readCheckpoint(ctx context.Context) (checkpointRow, error) {
 // leaves it so: a run refused before Seed creates nothing on the target.
 func (a *Applier) Checkpoint(ctx context.Context) (pos sluice.Position, ok bool, err error) {
 	if !a.metaReady.Load() {
-		var n int
-		if err := a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME='apply_checkpoint'", a.cfg.MetaSchema).Scan(&n); err != nil {
-			return pos, false, fmt.Errorf("look for the checkpoint table in %s: %w", a.cfg.MetaSchema, err)
+		exists, ready, err := a.metaState(ctx)
+		if err != nil || !exists {
+			return pos, false, err
 		}
-		if n == 0 {
-			return pos, false, nil
-		}
+		a.metaReady.Store(ready)
 	}
 	if err := a.ensureMeta(ctx); err != nil {
 		return pos, false, err
