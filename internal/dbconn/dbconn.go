@@ -65,6 +65,14 @@ func Config(ep sluice.Endpoint, o Options) *mysql.Config {
 		tc = &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(tls.ConnectionState) error { return err }}
 	}
 	c.TLS, c.AllowFallbackToPlaintext = tc, fallback
+	if fallback {
+		// The driver falls back to plain text by clearing TLS in the
+		// connector's own config, which every connection shares: two
+		// connections opened at once race (go-sql-driver/mysql v1.9.3,
+		// packets.go readHandshakePacket). A BeforeConnect hook, even one
+		// that does nothing, makes each connection work on a copy.
+		_ = c.Apply(mysql.BeforeConnect(func(context.Context, *mysql.Config) error { return nil }))
+	}
 	c.DBName = o.Database
 	c.Timeout = o.Timeout
 	if c.Timeout == 0 {

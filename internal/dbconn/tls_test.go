@@ -2,11 +2,14 @@ package dbconn_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/dbconn"
@@ -76,4 +79,45 @@ func TestTLSModes(t *testing.T) {
 		t.Fatalf("unix socket: %v", err)
 	}
 	db.Close()
+}
+
+// TestPreferredFallsBackPerConnection: tls.mode preferred (the default)
+// against a server without TLS falls back to plain text, also on
+// connections opened at once from one connector. The driver falls back by
+// clearing TLS in the config its connections share unless each gets a copy
+// (dbconn.Config): the race detector caught that once in the replicate
+// tests, after schema.Inspect began to open two connections at once. This
+// test did not reproduce the race without the copy; it checks the fallback.
+func TestPreferredFallsBackPerConnection(t *testing.T) {
+	inst := sandboxtest.Start(t, "tlsp")
+	conn, err := mysql.NewConnector(dbconn.Config(inst.Endpoint(), dbconn.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 8
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			<-start
+			c, err := conn.Connect(ctx)
+			if err == nil {
+				err = c.Close()
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	var name, cipher string
+	if err := db.QueryRow("SHOW SESSION STATUS LIKE 'Ssl_cipher'").Scan(&name, &cipher); err != nil || cipher != "" {
+		t.Fatalf("cipher %q (%v), want plain text against a server without TLS", cipher, err)
+	}
 }
