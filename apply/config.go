@@ -37,6 +37,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/internal/fence"
 )
 
 // Config tunes the applier.
@@ -139,8 +140,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Task == "" || len(c.Task) > 128:
 		return bad("task", "must be 1-128 characters")
-	case c.Workers < 1 || c.Workers > 1024:
-		return bad("incremental.worker-count", fmt.Sprintf("is %d (1-1024)", c.Workers))
+	case c.Workers < 1 || c.Workers > MaxWorkers:
+		return bad("incremental.worker-count", fmt.Sprintf("is %d (1-%d)", c.Workers, MaxWorkers))
 	case c.Batch < 1:
 		return bad("incremental.batch", "must be positive")
 	case c.MaxBatch < 0:
@@ -185,6 +186,10 @@ func (c Config) skipMissing() bool { return c.OnMissingRow == MissingRowSkip }
 // for them, at a distant target a round trip each) while the workers hold
 // theirs.
 func PoolSize(workers int) int { return workers + 4 }
+
+// MaxWorkers is the most workers a task may have: every connection of its
+// fenced pool, PoolSize(workers) of them, holds one of fence.Slots locks.
+const MaxWorkers = fence.Slots - 4
 
 // OpenTarget opens a pool suitable for New, of PoolSize(workers) connections.
 func OpenTarget(ctx context.Context, ep sluice.Endpoint, workers int) (*sql.DB, error) {

@@ -70,6 +70,7 @@ func TestParseBad(t *testing.T) {
 		"no name":       "tables: {include: [\"a.*\"]}",
 		"bad pattern":   "name: x\ntables: {include: [\"nodot\"]}",
 		"bad threads":   "name: x\ntables: {include: [\"a.*\"]}\nthreads: 0",
+		"many workers":  "name: x\ntables: {include: [\"a.*\"]}\nincremental: {worker-count: 253}",
 		"bad port":      "name: x\ntables: {include: [\"a.*\"]}\nsource: {port: 99999}",
 		"wrong type":    "name: x\ntables: {include: [\"a.*\"]}\nthreads: lots",
 		"route no dest": "name: x\ntables: {include: [\"a.*\"]}\nroutes: [{schema: a}]",
