@@ -129,7 +129,15 @@ sb_run() { # workload port threads [rate]
 # start_sluice TASK-FILE [BINARY]: sluice serve in the background; waits until it serves.
 start_sluice() {
   local log=$WORK/sluice-$(date +%s%N).log
-  "${2:-$SLUICE}" serve --config "$1" >"$log" 2>&1 &
+  # Its own session, as the sandboxed servers (MariaDB, the peer) run and
+  # as a service manager starts a service: Linux shares CPU time between
+  # sessions (autogroups) before threads, and in this script's session
+  # sluice shared one group's share with the consumer, while MariaDB's dump
+  # thread had the source's. A same-run A/B (three runs, 2026-11-26) put
+  # the served reader's p99 behind the first arrival at 75-152 ms in the
+  # script's session and 44-57 ms in its own (MariaDB's dump 23-53 ms).
+  # setsid execs in place here (the job is no group leader): $! is sluice.
+  setsid "${2:-$SLUICE}" serve --config "$1" >"$log" 2>&1 &
   SLUICE_PID=$!
   for _ in $(seq 1 600); do
     grep -q "serving on" "$log" && return 0

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluice-db/sluice/internal/procstat"
@@ -311,7 +312,16 @@ func runLoads(ctx context.Context, loads []string) (float64, error) {
 	ch := make(chan res, len(loads))
 	for _, l := range loads {
 		go func(l string) {
-			out, err := exec.CommandContext(ctx, "sh", "-c", l).CombinedOutput()
+			cmd := exec.CommandContext(ctx, "sh", "-c", l)
+			// The load generator runs in its own session, hence its own
+			// scheduler autogroup (Linux groups CPU time by session): in
+			// this process's session its 64 threads took the consumer's
+			// and heartbeat writers' share, and the measuring instrument
+			// stalled for both readers alike (issue 14). On the seed's
+			// machines load, database, CDC node and consumer each have
+			// their own host.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			out, err := cmd.CombinedOutput()
 			if err != nil {
 				ch <- res{err: fmt.Errorf("load %q: %w\n%s", l, err, out)}
 				return
