@@ -66,12 +66,7 @@ func Config(ep sluice.Endpoint, o Options) *mysql.Config {
 	}
 	c.TLS, c.AllowFallbackToPlaintext = tc, fallback
 	if fallback {
-		// The driver falls back to plain text by clearing TLS in the
-		// connector's own config, which every connection shares: two
-		// connections opened at once race (go-sql-driver/mysql v1.9.3,
-		// packets.go readHandshakePacket). A BeforeConnect hook, even one
-		// that does nothing, makes each connection work on a copy.
-		_ = c.Apply(mysql.BeforeConnect(func(context.Context, *mysql.Config) error { return nil }))
+		_ = CopyPerConnection(c)
 	}
 	c.DBName = o.Database
 	c.Timeout = o.Timeout
@@ -332,4 +327,14 @@ func tablesHint(role string) string {
 		return "check tables.include and tables.exclude in the task file against the " + role
 	}
 	return "check the database in the " + role + "'s address (sluice dtx serve --store mysql://USER:PASSWORD@HOST:PORT/DB)"
+}
+
+// CopyPerConnection makes each connection of a pool built from c work on
+// its own copy of c. The driver falls back from tls=preferred to plain
+// text by clearing TLS in the connector's own config, which every
+// connection shares: two connections opened at once race
+// (go-sql-driver/mysql v1.9.3, packets.go readHandshakePacket). A
+// BeforeConnect hook, even one that does nothing, makes the driver copy.
+func CopyPerConnection(c *mysql.Config) error {
+	return c.Apply(mysql.BeforeConnect(func(context.Context, *mysql.Config) error { return nil }))
 }

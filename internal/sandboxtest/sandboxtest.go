@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/sandbox"
 )
 
@@ -97,11 +98,9 @@ func MustOpen(tb testing.TB, inst *sandbox.Instance, db string) *sql.DB {
 	tb.Helper()
 	cfg, err := mysql.ParseDSN(inst.DSN(db) + "?time_zone=%27%2B00%3A00%27&interpolateParams=true&tls=preferred")
 	if err == nil {
-		// tls=preferred falls back to plain text by clearing TLS in the
-		// config the pool's connections share: two connections opened at
-		// once race (the race detector caught it once verify opened two
-		// at once). With a BeforeConnect hook each connection gets a copy.
-		err = cfg.Apply(mysql.BeforeConnect(func(context.Context, *mysql.Config) error { return nil }))
+		// tls=preferred: the race detector caught the fallback's race
+		// once verify opened two connections at once.
+		err = dbconn.CopyPerConnection(cfg)
 	}
 	var c driver.Connector
 	if err == nil {
