@@ -114,6 +114,7 @@ func (h *session) stream(req dumpRequest) error {
 	var done func()
 	d.stat, done = h.s.newDumpStat(h, replicaID, sluice.Position{File: name, Pos: pos})
 	defer done()
+	defer d.publishStats()
 	// The socket is taken here: once the dump returns, go-mysql may set
 	// the connection's fields to nil while the hang-up watch below still
 	// reads.
@@ -173,6 +174,7 @@ func (h *session) stream(req dumpRequest) error {
 					return err
 				}
 			}
+			d.publishStats()
 			end = h.s.log.End()
 			endSize = h.s.log.Size(end.File)
 			atEnd = caughtUp(r, end, endSize)
@@ -230,6 +232,8 @@ type dumper struct {
 	file      string
 	pos       uint32 // the position after the last event sent
 	stat      *dumpStat
+	pend      pendingStats  // sent but not yet in stat (publishStats)
+	hdr       [5]byte       // send's packet header, kept here so it does not escape per event
 	bw        *bufio.Writer // the connection's write buffer
 }
 
@@ -315,7 +319,8 @@ func (d *dumper) send(ev []byte) error {
 		return c.WritePacket(buf)
 	}
 	length := 1 + len(ev)
-	hdr := [5]byte{}
+	hdr := &d.hdr
+	hdr[4] = 0
 	first := true
 	for {
 		n := min(length, mysql.MaxPayloadLen)

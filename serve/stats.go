@@ -97,30 +97,69 @@ func (s *Server) newDumpStat(h *session, serverID uint32, pos sluice.Position) (
 }
 
 // sent records an event the dump sent: raw as sent, at the position after
-// it; boundary ends a transaction.
+// it; boundary ends a transaction. The counts gather in the dumper and
+// reach the dump's stats and the metrics in batches (publishStats): per
+// event, two atomics, two Prometheus counters, a lock and a clock read
+// were a sixth of a dump's CPU while a consumer caught up (bench-cdc).
 func (d *dumper) sent(raw []byte, pos sluice.Position, boundary bool) {
+	p := &d.pend
+	p.events++
+	p.bytes += uint64(len(raw))
+	p.pos = pos
+	if ts := binary.LittleEndian.Uint32(raw[0:]); ts != 0 {
+		p.lastTS = ts
+		if boundary {
+			p.txnTS = append(p.txnTS, ts)
+		}
+	}
+	if p.events >= statBatch {
+		d.publishStats()
+	}
+}
+
+// statBatch bounds how many events a dump's stats may trail by (a dump
+// also publishes them each time it has sent all there is).
+const statBatch = 1024
+
+// pendingStats are what a dump sent since it last published its stats.
+type pendingStats struct {
+	events, bytes uint64
+	pos           sluice.Position
+	lastTS        uint32
+	// txnTS: the source timestamps of the transactions ended, for DT.
+	txnTS []uint32
+}
+
+// publishStats moves the pending counts into the dump's stats and the
+// metrics. DT is taken now, the moment the batch is sent or about to be:
+// the dump publishes before it waits, right after flushing its buffer.
+func (d *dumper) publishStats() {
+	p := &d.pend
+	if p.events == 0 {
+		return
+	}
 	st, m := d.stat, d.h.s.met
-	st.events.Add(1)
-	st.bytes.Add(uint64(len(raw)))
-	m.events.Inc()
-	m.bytes.Add(float64(len(raw)))
-	ts := binary.LittleEndian.Uint32(raw[0:])
+	st.events.Add(p.events)
+	st.bytes.Add(p.bytes)
+	m.events.Add(float64(p.events))
+	m.bytes.Add(float64(p.bytes))
+	now := time.Now()
 	st.mu.Lock()
-	st.pos = pos
-	if ts != 0 {
-		st.lastTS = ts
+	st.pos = p.pos
+	if p.lastTS != 0 {
+		st.lastTS = p.lastTS
 	}
-	var ms int64
-	if boundary && ts != 0 {
-		ms = max(time.Since(time.Unix(int64(ts), 0)).Milliseconds(), 0)
+	for _, ts := range p.txnTS {
+		ms := max(now.Sub(time.Unix(int64(ts), 0)).Milliseconds(), 0)
 		_ = st.delay.RecordValue(max(ms, 1))
-	}
-	st.mu.Unlock()
-	if boundary && ts != 0 {
-		st.txns.Add(1)
-		m.txns.Inc()
 		m.delay.Observe(float64(ms) / 1000)
 	}
+	st.mu.Unlock()
+	if n := len(p.txnTS); n > 0 {
+		st.txns.Add(uint64(n))
+		m.txns.Add(float64(n))
+	}
+	p.events, p.bytes, p.lastTS, p.txnTS = 0, 0, 0, p.txnTS[:0]
 }
 
 // Stats lists the dumps in progress, oldest first.
