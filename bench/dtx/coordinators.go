@@ -42,14 +42,6 @@ func (b *bench) spawn(ctx context.Context, name, url string, cmd *exec.Cmd) erro
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if b.o.ownSession {
-		// Linux shares CPU time between sessions (autogroups) before
-		// threads: in the driver's session a coordinator shared one
-		// group's share with the clients and the business service, while
-		// MariaDB had its own, as a service on its own host or under a
-		// service manager would. bench-cdc found the same (issue 14).
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}

@@ -66,8 +66,6 @@ type options struct {
 	// that no row always runs right after the same row (whose leftovers,
 	// such as InnoDB's page flushing, it would always inherit).
 	rotate bool
-	// ownSession: each coordinator in its own session (coordinators.go).
-	ownSession bool
 }
 
 func main() {
@@ -87,7 +85,6 @@ func main() {
 	sa := flag.String("sluice-args", "", "extra space-separated flags for sluice dtx serve")
 	flag.StringVar(&o.sluiceB, "sluice-b", "", "a second sluice binary, measured as the rows \"sluice B, ...\" (an A/B within one run)")
 	sab := flag.String("sluice-b-args", "", "extra space-separated flags for the -sluice-b coordinator (default: -sluice-args)")
-	flag.BoolVar(&o.ownSession, "own-session", true, "start each coordinator in its own session (its own scheduler group, as the sandboxed MariaDB and Redis run); false: in this driver's, beside the clients and the business service")
 	flag.BoolVar(&o.rotate, "rotate", true, "start each round one row later, so that no row always follows the same one")
 	chartFrom := flag.String("chart-from", "", "only draw the Global-TPS chart (SVG) of an earlier run's results.json into -out, and exit")
 	flag.Parse()
