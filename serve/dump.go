@@ -233,7 +233,7 @@ type dumper struct {
 	pos       uint32 // the position after the last event sent
 	stat      *dumpStat
 	pend      pendingStats  // sent but not yet in stat (publishStats)
-	hdr       [5]byte       // send's packet header, kept here so it does not escape per event
+	hdr       [5]byte       // send's packet header (hdr[4] stays 0), kept here so it does not escape per event
 	bw        *bufio.Writer // the connection's write buffer
 }
 
@@ -320,7 +320,6 @@ func (d *dumper) send(ev []byte) error {
 	}
 	length := 1 + len(ev)
 	hdr := &d.hdr
-	hdr[4] = 0
 	first := true
 	for {
 		n := min(length, mysql.MaxPayloadLen)
