@@ -54,6 +54,7 @@ deps:
 lint:
 	@command -v staticcheck >/dev/null 2>&1 || [ -x "$$($(GO) env GOPATH)/bin/staticcheck" ] || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
+	@./scripts/no-binaries
 	$(GO) vet ./...
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck ./...
 

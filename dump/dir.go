@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/atomicfile"
 	"github.com/sluice-db/sluice/internal/chunk"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
 	"github.com/sluice-db/sluice/internal/private"
@@ -101,7 +102,7 @@ func (c *fileChunk) Commit(rows int64) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(c.f.Name(), filepath.Join(c.s.dir, c.name))
+		err = atomicfile.Rename(c.f.Name(), filepath.Join(c.s.dir, c.name))
 	}
 	if err != nil {
 		os.Remove(c.f.Name())
@@ -118,7 +119,7 @@ func (c *fileChunk) Commit(rows int64) error {
 // Finish writes metadata.json, which marks the dump complete. Call it only
 // after Run returned nil.
 func (s *DirSink) Finish(d *Dumper) error {
-	if err := dumpfmt.SyncDir(s.dir); err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		return dumpfmt.DiskError("dump: sync "+s.dir, err)
 	}
 	m := &dumpfmt.Metadata{Version: dumpfmt.Version, Source: d.cfg.Source.Addr(), Started: d.started.UTC(),

@@ -27,6 +27,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/atomicfile"
 	"github.com/sluice-db/sluice/internal/private"
 )
 
@@ -511,42 +512,17 @@ func readIndex(path string) ([]string, error) {
 	return names, nil
 }
 
-// writeIndex replaces the index atomically (temp file, fsync, rename).
+// writeIndex replaces the index atomically.
 func writeIndex(dir string, names []string) error {
-	tmp := filepath.Join(dir, IndexName+".tmp")
 	var b strings.Builder
 	for _, n := range names {
 		b.WriteString(n)
 		b.WriteByte('\n')
 	}
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, private.FileMode)
-	if err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, IndexName), []byte(b.String()), private.FileMode); err != nil {
 		return fmt.Errorf("relay: write index: %w", err)
 	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		return fmt.Errorf("relay: write index: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("relay: write index: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("relay: write index: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, IndexName)); err != nil {
-		return fmt.Errorf("relay: write index: %w", err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 // waitChange blocks until ch is closed or ctx ends.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/decode"
+	"github.com/sluice-db/sluice/internal/atomicfile"
 	"github.com/sluice-db/sluice/internal/private"
 )
 
@@ -77,12 +78,7 @@ func WriteHandles(dir string, hs []Handle) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, HandlesFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), private.FileMode); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, HandlesFile))
+	return atomicfile.WriteFile(filepath.Join(dir, HandlesFile), append(b, '\n'), private.FileMode)
 }
 
 // AddHandle records h for the task in dir, replacing an earlier one for the

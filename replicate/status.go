@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/apply"
+	"github.com/sluice-db/sluice/internal/atomicfile"
 	"github.com/sluice-db/sluice/internal/metricshttp"
 	"github.com/sluice-db/sluice/internal/private"
 	"github.com/sluice-db/sluice/serve"
@@ -121,12 +122,10 @@ func WriteStatus(dir string, s Status) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, StatusFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), private.FileMode); err != nil {
-		os.Remove(tmp) // a full disk must not leave a 0-byte status.json.tmp
+	if err := atomicfile.WriteFile(filepath.Join(dir, StatusFile), append(b, '\n'), private.FileMode); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(dir, StatusFile))
+	return nil
 }
 
 // ReadStatus reads dir/status.json.

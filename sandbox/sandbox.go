@@ -24,6 +24,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/atomicfile"
 )
 
 // Config describes one sandbox instance.
@@ -476,11 +477,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 func readFile(p string) string { b, _ := os.ReadFile(p); return string(b) }

@@ -39,6 +39,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-db/sluice/internal/atomicfile"
 )
 
 // SchemaVersion is written into every results file. It grows when fields are
@@ -246,11 +248,10 @@ func (r *Run) Save(path string) error {
 		_, err = os.Stdout.Write(b)
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("write results %s: %w", path, err)
 	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // Load reads a results file written by Save.

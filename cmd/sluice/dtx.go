@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -171,6 +172,33 @@ func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
 // reclaimEvery is how often dtx serve looks for memory to give back.
 var reclaimEvery = time.Minute
 
+// startReclaim looks every period for memory to give back to the OS, until
+// the returned stop is called; stop returns once the loop has ended
+// (Ticker.Stop does not close its channel, so ranging over it never ends).
+func startReclaim(every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > 64<<20 || ms.HeapIdle-ms.HeapReleased > 32<<20 {
+				debug.FreeOSMemory()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel string, pprof, lean bool, sec dtxSecurity) error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
@@ -199,17 +227,7 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	// the garbage of a burst stays in the heap: now and then, a heap grown
 	// past 64 MB or holding over 32 MB not returned is collected and given
 	// back to the OS.
-	reclaim := time.NewTicker(reclaimEvery)
-	defer reclaim.Stop()
-	go func() {
-		for range reclaim.C {
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > 64<<20 || ms.HeapIdle-ms.HeapReleased > 32<<20 {
-				debug.FreeOSMemory()
-			}
-		}
-	}()
+	defer startReclaim(reclaimEvery)()
 	if cfg.CommitWorkers == 0 {
 		// One store transaction at a time fills batches best: changes that
 		// arrive while it commits share the next one. More workers only

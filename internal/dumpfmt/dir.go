@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/atomicfile"
 	"github.com/sluice-db/sluice/internal/chunk"
+	"github.com/sluice-db/sluice/internal/private"
 )
 
 // Version is the dump directory format version in metadata.json.
@@ -164,36 +166,10 @@ func ChunkFile(t sluice.TableRef, index int) string {
 // WriteFileAtomic writes data to dir/name through a temporary file, fsync
 // and rename, so name either holds all of data or does not exist.
 func WriteFileAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, "."+name+".tmp*")
-	if err != nil {
-		return DiskError("write "+filepath.Join(dir, name), err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFile(filepath.Join(dir, name), data, private.FileMode); err != nil {
 		return DiskError("write "+filepath.Join(dir, name), err)
 	}
 	return nil
-}
-
-// SyncDir makes renames in dir durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // DiskError turns a full disk into sluice.ErrDiskFull with a fix; other
@@ -211,10 +187,7 @@ func WriteMetadata(dir string, m *Metadata) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(dir, MetadataFile, append(b, '\n')); err != nil {
-		return err
-	}
-	return SyncDir(dir)
+	return WriteFileAtomic(dir, MetadataFile, append(b, '\n'))
 }
 
 // ReadMetadata reads a finished dump's metadata.
