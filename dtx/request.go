@@ -70,13 +70,17 @@ func (r *Request) check() error {
 	}
 	if len(r.Payloads) == 0 {
 		// dtm's old format puts each step's payload in steps[].data.
+		// "payloads":[] decodes to an empty, non-nil slice: decide on a
+		// flag, not on nil (indexing the empty slice crashed the server).
+		old := false
 		for _, st := range r.Steps {
 			if _, ok := st["data"]; ok {
-				r.Payloads = make([]string, len(r.Steps))
+				old = true
 				break
 			}
 		}
-		if r.Payloads != nil {
+		if old {
+			r.Payloads = make([]string, len(r.Steps))
 			for i, st := range r.Steps {
 				r.Payloads[i] = st["data"]
 				delete(st, "data")

@@ -125,3 +125,23 @@ func BenchmarkParseRequest(b *testing.B) {
 		}
 	}
 }
+
+// A submit with "payloads":[] and a step without data crashed the
+// coordinator (index out of range: the empty slice was taken for dtm's old
+// steps[].data format). It must be an ordinary request, or a 400-style
+// error, never a panic.
+func TestParseRequestEmptyPayloadsNoPanic(t *testing.T) {
+	for _, body := range []string{
+		`{"gid":"p1","trans_type":"saga","steps":[{"action":""}],"payloads":[]}`,
+		`{"gid":"p2","trans_type":"msg","steps":[{"action":"http://127.0.0.1:1/a"},{"action":""}],"payloads":[]}`,
+		`{"gid":"p3","trans_type":"saga","steps":[{"action":"","data":"x"}],"payloads":[]}`,
+	} {
+		r, err := ParseRequest([]byte(body))
+		if err != nil {
+			continue
+		}
+		if len(r.Payloads) != 0 && len(r.Payloads) != len(r.Steps) {
+			t.Errorf("%s: %d payloads for %d steps", body, len(r.Payloads), len(r.Steps))
+		}
+	}
+}
