@@ -9,7 +9,9 @@
 package serve
 
 import (
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,9 +93,9 @@ func New(cfg Config, l Binlog, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("serve: user %q: %w", u.Name, err)
 		}
 	}
-	var ah server.AuthenticationHandler = auth
+	var ah server.AuthenticationHandler = hideUsers{auth}
 	if cfg.RequireTLS {
-		ah = tlsOnly{auth}
+		ah = tlsOnly{hideUsers{auth}}
 	}
 	return &Server{cfg: cfg, log: l, auth: ah, slog: log, conns: map[net.Conn]struct{}{}, byID: map[uint32]net.Conn{}, regs: map[uint32]Replica{}, dumps: map[*dumpStat]struct{}{}, met: newServeMetrics(),
 		srv: server.NewServer(Version, mysql.DEFAULT_COLLATION_ID, mysql.AUTH_NATIVE_PASSWORD, nil, cfg.TLS)}, nil
@@ -202,12 +204,33 @@ func (s *Server) serveConn(c net.Conn) {
 // tlsOnly refuses, at the end of the handshake, a client that did not
 // switch to TLS, with an error it shows.
 type tlsOnly struct {
-	*server.InMemoryAuthenticationHandler
+	hideUsers
 }
 
 func (a tlsOnly) OnAuthSuccess(c *server.Conn) error {
 	if _, ok := c.Conn.Conn.(*tls.Conn); !ok {
 		return mysql.NewError(mysql.ER_ACCESS_DENIED_ERROR, "sluice serve requires TLS (fix: connect with --ssl, or MASTER_SSL=1 on a replica)")
 	}
-	return a.InMemoryAuthenticationHandler.OnAuthSuccess(c)
+	return a.hideUsers.OnAuthSuccess(c)
+}
+
+// hideUsers answers an unknown user as a wrong password: go-mysql answers
+// it with ERR 1449 ("definer does not exist"), which tells a client which
+// users exist; MariaDB answers both with 1045 Access denied. The unknown
+// user gets a credential no client can match, a fresh random password, so
+// the handshake takes the same path and time as a wrong password.
+type hideUsers struct {
+	*server.InMemoryAuthenticationHandler
+}
+
+func (a hideUsers) GetCredential(user string) (server.Credential, bool, error) {
+	c, found, err := a.InMemoryAuthenticationHandler.GetCredential(user)
+	if err != nil || (found && len(c.Passwords) > 0) {
+		return c, found, err
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return server.Credential{}, false, err
+	}
+	return server.Credential{Passwords: []string{hex.EncodeToString(b[:])}, AuthPluginName: mysql.AUTH_NATIVE_PASSWORD}, true, nil
 }
