@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -44,8 +45,15 @@ func (h *session) dump(data []byte) error {
 	if len(data) < 10 {
 		return mysql.NewError(mysql.ER_MALFORMED_PACKET, "COM_BINLOG_DUMP too short")
 	}
+	// MariaDB reads the file name as a C string (thd->strdup(packet + 10)):
+	// it ends at the first NUL. python-mysql-replication sends four NULs
+	// for "from the first file".
+	name := data[10:]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
 	return h.stream(dumpRequest{pos: binary.LittleEndian.Uint32(data[0:]), flags: binary.LittleEndian.Uint16(data[4:]),
-		replicaID: binary.LittleEndian.Uint32(data[6:]), name: string(data[10:])})
+		replicaID: binary.LittleEndian.Uint32(data[6:]), name: string(name)})
 }
 
 // stream sends the relay to a dump from where req says.
