@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -25,8 +27,33 @@ const (
 )
 
 // errDump is ERR 1236, which a replica shows in Last_IO_Error.
+// Its text may quote what the client sent (a file name): control bytes
+// are shown escaped, never sent raw into a replica's error column or a log.
 func errDump(format string, a ...any) error {
-	return mysql.NewError(mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, fmt.Sprintf(format, a...))
+	return mysql.NewError(mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, printable(fmt.Sprintf(format, a...)))
+}
+
+// printable escapes the control bytes and invalid UTF-8 of s as \xNN.
+func printable(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // dumpRequest is what a dump command asks for.
