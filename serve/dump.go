@@ -102,6 +102,9 @@ func (h *session) stream(req dumpRequest) error {
 			return mysql.NewError(1948, fmt.Sprintf("Could not parse GTID list %q: %v (fix: SET GLOBAL gtid_slave_pos to a valid position on the replica)", st, err))
 		}
 		name, pos = files[0], 4
+		if err := h.checkAhead(want); err != nil {
+			return err
+		}
 	}
 	if name == "" {
 		name, pos = files[0], 4
