@@ -54,7 +54,7 @@ func newDtxServeCmd() *cobra.Command {
 	var sec dtxSecurity
 	cmd := &cobra.Command{
 		Use: "serve",
-		Example: `  sluice dtx serve                                   # in-memory store on 127.0.0.1:36789
+		Example: `  sluice dtx serve                                   # bolt store (--store's default) on 127.0.0.1:36789
   sluice dtx serve --store bolt:///var/lib/sluice/dtx.db
   sluice dtx serve --store 'mysql://dtx:${DTX_PW}@db1:3306/sluice_dtx' --instance node1   # password from $DTX_PW
   sluice dtx serve --store 'mysql://dtx@db1:3306/sluice_dtx?password-file=/etc/sluice/dtx.pw'

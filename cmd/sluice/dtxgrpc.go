@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net"
@@ -41,14 +40,13 @@ func listenDtxGRPC(coord *dtx.Coordinator, addr, token string, testHooks bool, l
 
 // grpcBearer requires "authorization: Bearer TOKEN" metadata on every call.
 func grpcBearer(token string) grpc.UnaryServerInterceptor {
-	want := []byte("Bearer " + token)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		var got string
 		if v := md.Get("authorization"); len(v) > 0 {
 			got = v[0]
 		}
-		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+		if !bearerMatches(got, token) {
 			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
 		}
 		return handler(ctx, req)

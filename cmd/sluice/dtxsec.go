@@ -41,19 +41,29 @@ func (s dtxSecurity) token() (string, error) {
 // bearer requires "Authorization: Bearer token" on every request but
 // GET /metrics (Prometheus scrapes it).
 func bearer(next http.Handler, token string) http.Handler {
-	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" && r.Method == http.MethodGet {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if !bearerMatches(r.Header.Get("Authorization"), token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice dtx"`)
 			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearerMatches reports whether an Authorization value carries token. The
+// scheme name is case-insensitive (RFC 7235 section 2.1: "bearer" is
+// "Bearer"), the token is compared in constant time.
+func bearerMatches(header, token string) bool {
+	scheme, got, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
 }
 
 func loopbackAddr(a net.Addr) bool {

@@ -95,3 +95,16 @@ func TestDtxConnectionCap(t *testing.T) {
 	third := <-accepted // accepted once one closed
 	third.Close()
 }
+
+// The Authorization scheme is case-insensitive (RFC 7235): a client that
+// sends "bearer" was refused. Only the token itself must match.
+func TestBearerSchemeCaseInsensitive(t *testing.T) {
+	for h, want := range map[string]bool{
+		"Bearer s3cret": true, "bearer s3cret": true, "BEARER  s3cret ": true,
+		"Bearer s3creT": false, "Basic s3cret": false, "s3cret": false, "Bearer": false, "": false, "Bearer s3cret2": false,
+	} {
+		if got := bearerMatches(h, "s3cret"); got != want {
+			t.Errorf("Authorization %q: match %v, want %v", h, got, want)
+		}
+	}
+}
