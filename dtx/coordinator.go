@@ -406,3 +406,11 @@ func (c *Coordinator) finish(g *Global, now time.Time) {
 	}
 	g.NextCronTime, g.LeaseUntil = time.Time{}, time.Time{}
 }
+
+// Log is the coordinator's logger, for the transports in front of it.
+func (c *Coordinator) Log() *slog.Logger {
+	if c == nil || c.log == nil {
+		return slog.Default()
+	}
+	return c.log
+}

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"runtime/debug"
 
 	pb "github.com/dtm-labs/dtm/client/dtmgrpc/dtmgpb"
 	"google.golang.org/grpc"
@@ -26,7 +28,10 @@ type Server struct {
 }
 
 // New returns a gRPC server with the Dtm service registered on c.
+// Every call runs under recoverUnary: a panic in one call answers that
+// call Internal and is logged; it never ends the process.
 func New(c *dtx.Coordinator, opts ...grpc.ServerOption) *grpc.Server {
+	opts = append(opts, grpc.ChainUnaryInterceptor(recoverUnary(c.Log())))
 	gs := grpc.NewServer(opts...)
 	pb.RegisterDtmServer(gs, &Server{c: c})
 	return gs
@@ -162,4 +167,20 @@ func (s *Server) Unsubscribe(ctx context.Context, in *pb.DtmTopicRequest) (*empt
 // DeleteTopic implements pb.DtmServer.
 func (s *Server) DeleteTopic(ctx context.Context, in *pb.DtmTopicRequest) (*emptypb.Empty, error) {
 	return &emptypb.Empty{}, toStatus(s.c.DeleteTopic(ctx, in.Topic))
+}
+
+// recoverUnary turns a panic in a unary handler into codes.Internal.
+func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				if log == nil {
+					log = slog.Default()
+				}
+				log.Error("dtx: a gRPC handler panicked; answered Internal", "method", info.FullMethod, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				resp, err = nil, status.Error(codes.Internal, "internal error in sluice dtx (logged); please report it")
+			}
+		}()
+		return handler(ctx, req)
+	}
 }

@@ -76,6 +76,7 @@ type handler struct {
 // have chosen too. Everything else (other methods, unclean paths, the rest
 // of the routes) goes through the mux.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer recoverHTTP(h.c.Log(), w, r)
 	switch r.Method {
 	case http.MethodPost:
 		switch r.URL.Path {

@@ -287,7 +287,16 @@ func (s *Server) serveConn(lc *leanConn) {
 
 // answer runs one request and appends the whole response to out.
 // A submit carries tr (see dtx.Trace).
-func (s *Server) answer(out []byte, req leanRequest, body []byte, tr *dtx.Trace) []byte {
+func (s *Server) answer(out []byte, req leanRequest, body []byte, tr *dtx.Trace) (res []byte) {
+	start := len(out)
+	defer func() {
+		if p := recover(); p != nil {
+			recovered(s.api.c.Log(), req.path(), p)
+			var b bytes.Buffer
+			_ = json.NewEncoder(&b).Encode(internalError)
+			res = appendResponse(out[:start], http.StatusInternalServerError, b.Bytes(), true)
+		}
+	}()
 	var err error
 	switch req.route {
 	case routeNewGid:
@@ -513,4 +522,21 @@ func hostChars(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// path names the request's route, for logs.
+func (r leanRequest) path() string {
+	switch r.route {
+	case routeSubmit:
+		return "/api/dtmsvr/submit"
+	case routePrepare:
+		return "/api/dtmsvr/prepare"
+	case routeAbort:
+		return "/api/dtmsvr/abort"
+	case routeRegisterBranch:
+		return "/api/dtmsvr/registerBranch"
+	case routeNewGid:
+		return "/api/dtmsvr/newGid"
+	}
+	return "?"
 }
