@@ -8,8 +8,12 @@ import (
 	"github.com/sluice-db/sluice"
 )
 
-// systemSchemas are never copied, whatever the patterns say.
-var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "performance_schema": true, "sys": true}
+// systemSchemas are never copied, whatever the patterns say. sluice_meta
+// is sluice's own: on a source that is itself a sluice target (a chained
+// set-up) it holds that task's checkpoints, and copied or replicated it
+// would merge them into this target's, and a DROP DATABASE sluice_meta
+// there would drop this target's checkpoints for every task.
+var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "performance_schema": true, "sys": true, "sluice_meta": true}
 
 func splitPattern(p string) (schema, table string, err error) {
 	i := strings.IndexByte(p, '.')
