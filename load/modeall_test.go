@@ -36,14 +36,16 @@ func TestModeAllResumesExactly(t *testing.T) {
 	// is reloaded whole, which left the copy with one snapshot only; and
 	// its first run copies one chunk at a time, so nokey's cannot come
 	// before big's.
-	t.Run("late", func(t *testing.T) { modeAllResumes(t, "rs_all", 14, "") })
-	t.Run("early", func(t *testing.T) { modeAllResumes(t, "rs_all1", 1, "nokey") })
+	// The late run is stopped with SIGINT, the early one with SIGHUP (a
+	// closed terminal), which must be as clean a stop (issue 30).
+	t.Run("late", func(t *testing.T) { modeAllResumes(t, "rs_all", 14, "", syscall.SIGINT) })
+	t.Run("early", func(t *testing.T) { modeAllResumes(t, "rs_all1", 1, "nokey", syscall.SIGHUP) })
 }
 
 // modeAllResumes runs the scenario on schema, killing the first run after
 // minDone chunks. laterTable, if set, must have been copied from the second
 // snapshot.
-func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable string) {
+func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable string, stopSig syscall.Signal) {
 	createResumeData(t, schema)
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	sandboxtest.MustExec(t, src,
@@ -104,11 +106,11 @@ func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable strin
 		t.Fatal(err)
 	}
 	waitFor(t, exited, &out, "the target to apply "+gtid, func() bool { return applied(dst, task, gtid) })
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := cmd.Process.Signal(stopSig); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-exited; err != nil {
-		t.Fatalf("migrate --mode all did not stop cleanly on SIGINT: %v\n%s", err, out.String())
+		t.Fatalf("migrate --mode all did not stop cleanly on %v: %v\n%s", stopSig, err, out.String())
 	}
 	t.Logf("rerun output:\n%s", out.String())
 

@@ -48,6 +48,11 @@ when nothing fails, 1 when a check fails.`,
   sluice check --config task.yaml --mode full   # only what a copy alone needs`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			switch mode {
+			case "all", "incremental", "full":
+			default:
+				return sluice.Errorf(sluice.ErrConfig, "check --mode", "use --mode all, incremental or full", "unknown mode %q", mode)
+			}
 			cfg, err := taskFromFlag("check", config)
 			if err != nil {
 				return err

@@ -60,6 +60,9 @@ func TestBadInputsEndInOneLineWithAFix(t *testing.T) {
 		"verify no config":      {"verify"},
 		"stop no config":        {"stop"},
 		"replace without --sql": {"replace", "--config", notMySQL, "--gtid", "0-1-2"},
+		"task subcommand typo":  {"task", "lsit"},
+		"dtx subcommand typo":   {"dtx", "srve"},
+		"check bad mode":        {"check", "--config", notMySQL, "--mode", "bogus"},
 	}
 	form := regexp.MustCompile(`^sluice: [^:]+: .+ \(fix: [^\n]+\)$`)
 	for name, args := range cases {

@@ -40,7 +40,35 @@ service, distributed transactions, and benchmarks against the usual peers.`,
 	for _, f := range commands {
 		root.AddCommand(f())
 	}
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes a group command (sluice task, sluice dtx,
+// ...) fail on a word that is none of its subcommands: cobra prints the
+// group's help and exits 0 for "sluice task lsit", so a script's typo
+// passed for success. Bare, a group still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.Parent() == nil || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		hint := "run '" + cmd.CommandPath() + " --help' for the list"
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			hint = "did you mean '" + cmd.CommandPath() + " " + s[0] + "'?"
+		}
+		return sluice.Errorf(sluice.ErrConfig, strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), hint, "unknown command %q", args[0])
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
 
 // errPrecheck marks a check failure that stopped migrate (exit 2, a
@@ -62,7 +90,10 @@ func exitCode(err error) int {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (the terminal closed, an ssh session lost) stops as cleanly as
+	// INT and TERM: a copy under commit-unit auto must roll back or commit
+	// its open transaction, not die with it.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	handlePauseSignals()
 	endProfile := startProfile()
