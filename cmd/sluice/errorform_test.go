@@ -78,4 +78,19 @@ func TestBadInputsEndInOneLineWithAFix(t *testing.T) {
 	}
 }
 
+// A negative --threads was taken for "the task's value" in silence, and the
+// run went on with another value than the command line said (issue 30).
+func TestNegativeFlagsRefused(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "t.yaml")
+	if err := os.WriteFile(cfg, []byte("name: x\ntables: {include: [\"a.*\"]}\nsource: {host: 127.0.0.1, port: 1, user: u}\ntarget: {host: 127.0.0.1, port: 1, user: u}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range []string{"--threads", "--pool-size", "--rows-per-chunk"} {
+		_, _, err := runCLI(t, "migrate", "--config", cfg, "--mode", "full", fl, "-5")
+		if err == nil || !strings.Contains(err.Error(), fl+" -5 is negative") {
+			t.Errorf("%s -5: %v", fl, err)
+		}
+	}
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }

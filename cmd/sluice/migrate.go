@@ -75,6 +75,16 @@ func (f *fullFlags) loadTask(need ...string) (*task.Config, error) {
 	if err := cfg.Require(need...); err != nil {
 		return nil, err
 	}
+	// 0 means "the task's value"; a negative one was taken for 0 in
+	// silence, so a script's mistake ran with another value than it said.
+	for _, o := range []struct {
+		name string
+		v    int
+	}{{"threads", f.threads}, {"pool-size", f.poolSize}, {"rows-per-chunk", f.rowsPerChunk}, {"rows-per-statement", f.rowsPerStatement}} {
+		if o.v < 0 {
+			return nil, sluice.Errorf(sluice.ErrConfig, "--"+o.name, "give a positive number, or leave the flag out for the task file's value", "--%s %d is negative", o.name, o.v)
+		}
+	}
 	if f.threads > 0 {
 		cfg.Threads = f.threads
 	}
