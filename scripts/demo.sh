@@ -15,7 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SLUICE=${SLUICE:-./bin/sluice}
-export SLUICE_HOME=${SLUICE_HOME:-/tmp/sluice-demo}
+# Under the user's own directory: the demo purges its sandboxes first, and a
+# fixed /tmp path let two users on one machine wipe each other's demo.
+export SLUICE_HOME=${SLUICE_HOME:-$HOME/.sluice/demo}
 SRC_PORT=${DEMO_SRC_PORT:-3317}
 DST_PORT=${DEMO_DST_PORT:-3318}
 KAFKA_PORT=${DEMO_KAFKA_PORT:-9392}
