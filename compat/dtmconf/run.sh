@@ -23,7 +23,21 @@ if [ -w /proc/sys/net/ipv4/ip_local_reserved_ports ]; then
   echo "${cur:+$cur,}$ports" >/proc/sys/net/ipv4/ip_local_reserved_ports || true
 fi
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# A dtm test that panics ends the test process at once, past its deferred
+# stops: the business MariaDB and Redis it started would run on. On exit,
+# stop the servers of every dtmconf directory whose owner is gone.
+reap() {
+  local f pid dir
+  for f in "${TMPDIR:-/tmp}"/dtmconf*/owner.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f" 2>/dev/null || true)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then continue; fi
+    dir=$(dirname "$f")
+    pkill -9 -f -- "$dir/" 2>/dev/null || true
+    rm -rf "$dir"
+  done
+}
+trap 'reap; rm -rf "$work"' EXIT
 sed "s#=> ../..#=> $root#" "$here/go.mod" >"$work/go.mod"
 cp "$here/go.sum" "$work/go.sum"
 grep -v '^#' "$here/files.txt" | while read -r f; do
