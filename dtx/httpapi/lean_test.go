@@ -290,7 +290,11 @@ func TestLeanShutdown(t *testing.T) {
 // IdleTimeout, as net/http does (issue 16: 10,000 half-sent requests stayed
 // open forever).
 func TestLeanReadAndIdleTimeout(t *testing.T) {
-	e := newLeanServer(t, &http.Server{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond})
+	// The timeouts are what is tested, so they are long enough that a busy
+	// machine (the second request must be read whole within ReadTimeout of
+	// its connection's start) cannot trip them early: the test waits them
+	// out once each, about 6 s.
+	e := newLeanServer(t, &http.Server{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 3 * time.Second, IdleTimeout: 3 * time.Second})
 	c, br := e.dial(t)
 	full := post("/api/dtmsvr/prepare", tccBody("half"))
 	write(t, c, full[:len(full)-5]) // the body's last bytes never come
