@@ -99,6 +99,10 @@ type Applier struct {
 	// (chain.go).
 	progress chan struct{}
 	done     chan struct{}
+	// over is Done's channel: closed once an error stops the applier or
+	// its scheduler ends, whichever comes first (overOnce).
+	over     chan struct{}
+	overOnce sync.Once
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	workers  []*worker
@@ -152,6 +156,7 @@ func New(cfg Config, db *sql.DB) (*Applier, error) {
 		flushes:   make(chan chan error),
 		progress:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		over:      make(chan struct{}),
 		stop:      make(chan struct{}),
 		owner:     map[uint64]*unit{},
 		ahead:     map[uint64]aheadUnit{},
@@ -245,6 +250,7 @@ func (a *Applier) Start(ctx context.Context) error {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
+		defer a.overOnce.Do(func() { close(a.over) })
 		defer close(a.done)
 		a.schedule()
 	}()
@@ -369,6 +375,12 @@ func (a *Applier) Flush(ctx context.Context) error {
 	}
 }
 
+// Done is closed when the applier has stopped for good: an error stopped
+// it (Err says which), or it was closed. As context.Context's Done, it
+// lets a caller wait on the applier beside other events instead of
+// polling Err.
+func (a *Applier) Done() <-chan struct{} { return a.over }
+
 // Err is the error that stopped the applier, if any.
 func (a *Applier) Err() error {
 	a.mu.Lock()
@@ -416,6 +428,7 @@ func (a *Applier) fail(err error) {
 	}
 	a.cond.Broadcast()
 	a.mu.Unlock()
+	a.overOnce.Do(func() { close(a.over) })
 }
 
 // schedule is the scheduler goroutine: it assembles transactions, groups

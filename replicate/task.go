@@ -500,16 +500,11 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 	watch.Add(1)
 	go func() {
 		defer watch.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for a.Err() == nil {
-			select {
-			case <-rctx.Done():
-				return
-			case <-tick.C:
-			}
+		select {
+		case <-rctx.Done():
+		case <-a.Done():
+			stopRead()
 		}
-		stopRead()
 	}()
 	defer watch.Wait()
 	defer stopRead()
