@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +31,19 @@ type DirSink struct {
 
 // NewDirSink prepares dir. It refuses a directory that already holds a
 // finished dump, so one is never overwritten by accident.
+//
+// It also refuses a directory that holds anything but an unfinished dump's
+// files: a dump among other files mixed its chunks with them, and the
+// directory's mode was tightened to 0700 under its owner's feet.
 func NewDirSink(dir string) (*DirSink, error) {
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, e := range ents {
+			if !dumpFileName(e.Name()) {
+				return nil, &sluice.Error{Op: "dump to " + dir, Err: fmt.Errorf("%w: the directory holds files that are not a dump's (%s)", sluice.ErrConfig, e.Name()),
+					Hint: "choose a new or empty --dir"}
+			}
+		}
+	}
 	if err := private.MkdirAll(dir); err != nil {
 		return nil, dumpfmt.DiskError("create dump directory", err)
 	}
@@ -135,4 +148,18 @@ func (s *DirSink) Finish(d *Dumper) error {
 		m.Tables = append(m.Tables, dumpfmt.TableMeta{Table: tp.Table, SchemaFile: dumpfmt.TableSchemaFile(tp.Table.Ref), Chunks: cs})
 	}
 	return dumpfmt.WriteMetadata(s.dir, m)
+}
+
+// dumpFileName reports whether name is one a dump writes (an unfinished
+// dump's files may be written over by the next).
+func dumpFileName(name string) bool {
+	switch {
+	case name == dumpfmt.MetadataFile,
+		strings.HasSuffix(name, "-schema-create.sql"),
+		strings.HasSuffix(name, "-schema.sql"),
+		strings.HasSuffix(name, ".tsv"),
+		strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp"):
+		return true
+	}
+	return false
 }
