@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/replicate"
+	"github.com/sluice-db/sluice/schema"
 	"github.com/sluice-db/sluice/task"
 )
 
@@ -24,6 +25,7 @@ func init() {
 func newHandleCmd(action string) *cobra.Command {
 	var config, gtid, position string
 	var sqls []string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   action + " --config task.yaml (--gtid G | --position FILE:POS)",
 		Short: map[string]string{"skip": "Skip one source transaction or statement the task stopped at", "replace": "Run other DDL instead of a source statement the task stopped at"}[action],
@@ -54,7 +56,7 @@ the task directory (` + replicate.HandlesFile + `) and shown by sluice status.`,
 			if err != nil {
 				return err
 			}
-			return recordHandle(cfg, action, gtid, position, sqls, c.OutOrStdout())
+			return recordHandle(cfg, action, gtid, position, sqls, force, c.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "task file (YAML)")
@@ -63,6 +65,7 @@ the task directory (` + replicate.HandlesFile + `) and shown by sluice status.`,
 	if action == "replace" {
 		cmd.Flags().StringArrayVar(&sqls, "sql", nil, "a statement to run instead (repeat for several)")
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "record it even though the task's last error names another statement")
 	return cmd
 }
 
@@ -71,7 +74,7 @@ var (
 	positionForm = regexp.MustCompile(`^[^:\s]+:\d+$`)
 )
 
-func recordHandle(cfg *task.Config, action, gtid, position string, sqls []string, out io.Writer) error {
+func recordHandle(cfg *task.Config, action, gtid, position string, sqls []string, force bool, out io.Writer) error {
 	op := action + " in task " + cfg.Name
 	bad := func(msg, hint string) error {
 		return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrConfig, msg), Hint: hint}
@@ -90,6 +93,26 @@ func recordHandle(cfg *task.Config, action, gtid, position string, sqls []string
 	if action == "replace" && (len(sqls) == 0 || sqls[0] == "") {
 		return bad("--sql is required", `give the statement(s) to run instead: --sql "ALTER TABLE ..."`)
 	}
+	if action == "replace" {
+		// The statements go through the schema tracker when the task
+		// resumes: one it cannot read would stop the task again, at the
+		// same place, after the user thought it fixed.
+		if _, err := schema.NewTracker().Parse(strings.Join(sqls, ";\n")); err != nil {
+			return bad(fmt.Sprintf("--sql does not parse: %v", err), "give DDL that MySQL's grammar reads (the schema tracker uses TiDB's parser); for MariaDB-only syntax make the change on the target by hand and use sluice skip")
+		}
+	}
+	if st, err := replicate.ReadStatus(cfg.Dir); err == nil && st.Error != "" && !force {
+		// The last error names the statement the task stopped at: a typo
+		// in the GTID or position would skip or replace another one.
+		want := gtid
+		if want == "" {
+			want = position
+		}
+		if !regexp.MustCompile(`(^|[^0-9A-Za-z.-])` + regexp.QuoteMeta(want) + `($|[^0-9])`).MatchString(st.Error) {
+			return bad(fmt.Sprintf("the task's last error does not name %s: %s", want, oneLine(st.Error, 300)),
+				"copy the GTID or position from that error; or pass --force to record this one anyway")
+		}
+	}
 	if _, running, err := replicate.Holder(cfg.Dir); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	} else if running {
@@ -101,4 +124,13 @@ func recordHandle(cfg *task.Config, action, gtid, position string, sqls []string
 	}
 	fmt.Fprintf(out, "task %s: recorded %s; start the task with the command that ran it, and it goes on past that statement\n", cfg.Name, h)
 	return nil
+}
+
+// oneLine folds s onto one line, cut at n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
 }

@@ -45,6 +45,14 @@ func TestSkipAndReplace(t *testing.T) {
 	if !errors.Is(err, sluice.ErrUnsupportedDDL) || m == nil {
 		t.Fatalf("want the task stopped at the IGNORED index, got %v\n%s", err, out)
 	}
+	// A position the task did not stop at, and SQL the tracker cannot
+	// read, are refused before anything is recorded (issue 30).
+	if _, _, err := runCLI(t, "replace", "--config", cfg, "--position", "mysql-bin.000001:4", "--sql", "ALTER TABLE hsrc.t ADD INDEX ix (v)"); err == nil || !strings.Contains(err.Error(), "does not name mysql-bin.000001:4") {
+		t.Errorf("replace at a position the task did not stop at: %v", err)
+	}
+	if _, _, err := runCLI(t, "replace", "--config", cfg, "--position", m[1], "--sql", "ALTER TABLE hsrc.t ADD INDEXX ix (v)"); err == nil || !strings.Contains(err.Error(), "--sql does not parse") {
+		t.Errorf("replace with SQL that does not parse: %v", err)
+	}
 	if _, _, err := runCLI(t, "replace", "--config", cfg, "--position", m[1], "--sql", "ALTER TABLE hsrc.t ADD INDEX ix (v)"); err != nil {
 		t.Fatal(err)
 	}
