@@ -96,7 +96,7 @@ func printStatus(w io.Writer, s replicate.Status, running bool, dir string) {
 	switch {
 	case running:
 		stage = fmt.Sprintf("%s (pid %d, up %s)", s.Stage, s.PID, time.Since(s.Started).Round(time.Second))
-	case s.Stage == replicate.StageRunning || s.Stage == replicate.StageRetrying || s.Stage == replicate.StageStarting:
+	case s.Stage == replicate.StageRunning || s.Stage == replicate.StageRetrying || s.Stage == replicate.StageStarting || s.Stage == replicate.StageCopying || s.Stage == replicate.StagePaused:
 		stage = fmt.Sprintf("not running (last seen %s, %s ago; the process ended without a clean stop)", s.Stage, time.Since(s.Updated).Round(time.Second))
 	}
 	row := func(k, v string) { fmt.Fprintf(w, "%-12s %s\n", k+":", v) }

@@ -143,3 +143,16 @@ func TestEveryCommandHasExamples(t *testing.T) {
 	}
 	walk(newRoot())
 }
+
+// A task whose process died (kill -9) while it copied or was paused is
+// shown as not running, from the task lock, not as the stage its status
+// file last held (issue 30: status showed a dead copy as copying).
+func TestStatusOfADeadProcess(t *testing.T) {
+	for _, stage := range []string{replicate.StageCopying, replicate.StagePaused, replicate.StageRunning} {
+		var b strings.Builder
+		printStatus(&b, replicate.Status{Task: "t", Stage: stage, Updated: time.Now().Add(-time.Minute)}, false, t.TempDir())
+		if !strings.Contains(b.String(), "not running (last seen "+stage) {
+			t.Errorf("stage %s, no process: %s", stage, b.String())
+		}
+	}
+}
