@@ -14,3 +14,21 @@ func TestPrintableEscapesControlBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigValidate(t *testing.T) {
+	good := Config{ServerID: 9, Users: []User{{Name: "repl", Password: "pw"}}}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("good config: %v", err)
+	}
+	for name, c := range map[string]Config{
+		"default":         DefaultConfig(),
+		"no server id":    {Users: good.Users},
+		"no users":        {ServerID: 9},
+		"empty password":  {ServerID: 9, Users: []User{{Name: "repl"}}},
+		"tls without key": {ServerID: 9, Users: good.Users, RequireTLS: true},
+	} {
+		if c.Validate() == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -51,6 +51,30 @@ type Config struct {
 	NoForward string
 }
 
+// DefaultConfig is a service with no users yet: Validate refuses it until
+// the task gives a server id and at least one user.
+func DefaultConfig() Config { return Config{} }
+
+// Validate checks the config: a server id, at least one user with a name
+// and a password, and a certificate when TLS is required.
+func (c Config) Validate() error {
+	if c.ServerID == 0 {
+		return errors.New("serve: server-id must be set (and differ from every replica's)")
+	}
+	if c.RequireTLS && c.TLS == nil {
+		return errors.New("serve: require-tls needs a certificate (serve.tls-cert and serve.tls-key)")
+	}
+	if len(c.Users) == 0 {
+		return errors.New("serve: give at least one user with a password under serve.users")
+	}
+	for _, u := range c.Users {
+		if u.Name == "" || u.Password == "" {
+			return fmt.Errorf("serve: user %q needs a name and a password", u.Name)
+		}
+	}
+	return nil
+}
+
 // Server serves one relay log.
 type Server struct {
 	cfg  Config
@@ -72,23 +96,14 @@ type Server struct {
 // New checks cfg and builds a server for l. Every connection must
 // authenticate as one of cfg.Users: there is no anonymous access.
 func New(cfg Config, l Binlog, log *slog.Logger) (*Server, error) {
-	if cfg.ServerID == 0 {
-		return nil, errors.New("serve: server-id must be set (and differ from every replica's)")
-	}
-	if cfg.RequireTLS && cfg.TLS == nil {
-		return nil, errors.New("serve: require-tls needs a certificate (serve.tls-cert and serve.tls-key)")
-	}
-	if len(cfg.Users) == 0 {
-		return nil, errors.New("serve: give at least one user with a password under serve.users")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if log == nil {
 		log = slog.Default()
 	}
 	auth := server.NewInMemoryAuthenticationHandler(mysql.AUTH_NATIVE_PASSWORD)
 	for _, u := range cfg.Users {
-		if u.Name == "" || u.Password == "" {
-			return nil, fmt.Errorf("serve: user %q needs a name and a password", u.Name)
-		}
 		if err := auth.AddUser(u.Name, u.Password); err != nil {
 			return nil, fmt.Errorf("serve: user %q: %w", u.Name, err)
 		}
