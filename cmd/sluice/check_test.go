@@ -48,6 +48,38 @@ func TestCheckBeforeCopy(t *testing.T) {
 	}
 }
 
+// TestCheckWithDocumentedGrants: with exactly the README's grants, check
+// passes the target and finds the keyed table keyed (issue 30: every run
+// warned of "no primary key" because MariaDB shows TABLE_CONSTRAINTS only
+// past SELECT), and without INDEX on the target it fails, naming INDEX (a
+// source's CREATE INDEX replays as CREATE INDEX, which ALTER does not cover).
+func TestCheckWithDocumentedGrants(t *testing.T) {
+	inst := sandboxtest.Start(t, "chkg")
+	db := sandboxtest.MustOpen(t, inst, "")
+	sandboxtest.MustExec(t, db, "CREATE DATABASE gsrc", "CREATE TABLE gsrc.t (id INT PRIMARY KEY)", "CREATE TABLE gsrc.u (a INT NOT NULL, UNIQUE KEY (a))",
+		"CREATE TABLE gsrc.nokey (a INT)",
+		"CREATE USER gs@'%' IDENTIFIED BY 'gspw'", "GRANT SELECT, RELOAD, LOCK TABLES, BINLOG MONITOR, REPLICATION SLAVE ON *.* TO gs@'%'",
+		"CREATE USER gt@'%' IDENTIFIED BY 'gtpw'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, DROP ON gdst.* TO gt@'%'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, DROP ON sluice_meta.* TO gt@'%'")
+	src, dst := inst.Endpoint(), inst.Endpoint()
+	src.User, src.Password, dst.User, dst.Password = "gs", "gspw", "gt", "gtpw"
+	cfg := verifyTask(t, strings.NewReplacer("vsrc", "gsrc", "vdst", "gdst", "name: vt", "name: chkg").Replace(
+		verifyTaskYAML(src, dst, "gsrc.*", "dir: "+t.TempDir()+"\n")))
+	out, _, err := runCLI(t, "check", "--config", cfg)
+	if err == nil || !strings.Contains(out, "fail  target writable") || !strings.Contains(out, "no INDEX privilege") {
+		t.Errorf("check without INDEX on the target: %v\n%s", err, out)
+	}
+	sandboxtest.MustExec(t, db, "GRANT INDEX ON gdst.* TO gt@'%'", "GRANT INDEX ON sluice_meta.* TO gt@'%'")
+	out, _, err = runCLI(t, "check", "--config", cfg)
+	if err != nil {
+		t.Fatalf("check with the documented grants: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "warn  table keys                 1 of 3 tables") || !strings.Contains(out, "gsrc.nokey") || !strings.Contains(out, "pass  target writable") {
+		t.Errorf("check with the documented grants:\n%s", out)
+	}
+}
+
 // TestRefusedCopyCreatesNothing: a target table that the copy would refuse
 // (another definition, or rows this task did not load) is refused before
 // anything is created on the target: no sluice_meta, no other table.
