@@ -196,3 +196,25 @@ func TestOnlineDDLTwoStepCutOver(t *testing.T) {
 		t.Fatalf("a RENAME outside any sequence: %q", got)
 	}
 }
+
+// TestSequenceDDLRefused: CREATE, ALTER and DROP SEQUENCE of a replicated
+// name stop the task with the fix (issue 29, N11: they were ignored, and
+// the sequence never reached the target); an excluded one passes.
+func TestSequenceDDLRefused(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Selected = func(r sluice.TableRef) bool { return r.Schema == "db" && r.Name != "skip" }
+	cfg.SchemaSelected = func(s string) bool { return s == "db" }
+	for _, q := range []string{"CREATE SEQUENCE s1 START WITH 100 INCREMENT BY 5", "ALTER SEQUENCE s1 RESTART WITH 5", "DROP SEQUENCE IF EXISTS db.s1"} {
+		d, err := New(cfg, schema.NewTracker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Feed(queryEvent("db", q), sluice.Position{File: "f", Pos: 10})
+		if err == nil || !strings.Contains(err.Error(), "sequence db.s1: sluice replicates no sequence") || !strings.Contains(err.Error(), "tables.exclude") {
+			t.Errorf("%s: %v, want a stop naming the sequence and the fix", q, err)
+		}
+		if items, err := d.Feed(queryEvent("db", strings.Replace(q, "s1", "skip", 1)), sluice.Position{File: "f", Pos: 20}); err != nil || len(items) != 0 {
+			t.Errorf("%s on an excluded sequence: %v %v", q, items, err)
+		}
+	}
+}
