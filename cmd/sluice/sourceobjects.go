@@ -67,20 +67,27 @@ func refusedTables(ctx context.Context, dst *sql.DB, cfg *task.Config, o *schema
 // leftOut warns about the objects neither copied nor replicated.
 func leftOut(o *schema.Objects) checkResult {
 	r := checkResult{Name: "objects not copied", Status: "pass", Detail: "no view, trigger, routine or event in the selected schemas"}
-	if s := leftOutText(o); s != "" {
+	if s := leftOutText(o, false); s != "" {
 		r.Status, r.Detail = "warn", s
 		r.Fix = "create them on the target yourself (SHOW CREATE ... on the source); sluice copies and replicates tables and their rows only"
 	}
 	return r
 }
 
-// leftOutText names the left-out objects per kind ("" when none).
-func leftOutText(o *schema.Objects) string {
-	var parts []string
-	for _, k := range []struct {
+// leftOutText names the left-out objects per kind ("" when none); refused
+// adds the sequences and system-versioned tables (sluice dump, which runs
+// no checks, skips them).
+func leftOutText(o *schema.Objects, refused bool) string {
+	type kind struct {
 		kind  string
 		names []string
-	}{{"views", o.Views}, {"triggers", o.Triggers}, {"routines", o.Routines}, {"events", o.Events}} {
+	}
+	var parts []string
+	kinds := []kind{{"views", o.Views}, {"triggers", o.Triggers}, {"routines", o.Routines}, {"events", o.Events}}
+	if refused {
+		kinds = append(kinds, kind{"sequences", refStrings(o.Sequences)}, kind{"system-versioned tables", refStrings(o.Versioned)})
+	}
+	for _, k := range kinds {
 		if len(k.names) > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(k.names), k.kind, capList(k.names)))
 		}
@@ -91,7 +98,8 @@ func leftOutText(o *schema.Objects) string {
 	return "not copied: " + strings.Join(parts, "; ")
 }
 
-// reportLeftOut prints, at the end of a full copy, what it did not copy.
+// reportLeftOut prints, at the end of a full copy or a dump, what it did
+// not copy.
 func reportLeftOut(ctx context.Context, cfg *task.Config, out io.Writer) {
 	src, err := dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: 1})
 	if err != nil {
@@ -104,24 +112,23 @@ func reportLeftOut(ctx context.Context, cfg *task.Config, out io.Writer) {
 		fmt.Fprintf(out, "could not list the objects the copy leaves out: %s\n", oneLineErr(err))
 		return
 	}
-	if s := leftOutText(o); s != "" {
+	if s := leftOutText(o, true); s != "" {
 		fmt.Fprintf(out, "%s; create them on the target yourself (sluice copies tables and rows only)\n", s)
 	}
 }
 
-func refList(refs []sluice.TableRef) string {
+func refStrings(refs []sluice.TableRef) []string {
 	s := make([]string, len(refs))
 	for i, r := range refs {
 		s[i] = r.String()
 	}
-	return capList(s)
+	return s
 }
 
+func refList(refs []sluice.TableRef) string { return capList(refStrings(refs)) }
+
 func excludeList(refs []sluice.TableRef) string {
-	s := make([]string, len(refs))
-	for i, r := range refs {
-		s[i] = r.String()
-	}
+	s := refStrings(refs)
 	if len(s) > 10 {
 		s = s[:10]
 	}

@@ -53,6 +53,11 @@ func TestSourceObjects(t *testing.T) {
 			t.Fatalf("a refused run created %d schemas on the target (%v)", n, err)
 		}
 	}
+	// sluice dump runs no checks: it says what it skipped.
+	out, _, err := runCLI(t, "dump", "--config", task(), "--dir", t.TempDir())
+	if want := "1 sequences (osrc.s1); 1 system-versioned tables (osrc.vt)"; err != nil || !strings.Contains(out, want) || !strings.Contains(out, "1 views (osrc.v)") {
+		t.Fatalf("dump: %v, want the end of the run to name %q and the view:\n%s", err, want, out)
+	}
 	refused(task(), "system-versioned table: osrc.vt")
 	refused(task("osrc.vt"), "no sequence: osrc.s1")
 	refused(task("osrc.vt", "osrc.s1"), "column id of osrc.ts defaults to NEXT VALUE FOR osrc.s1, and the target has no sequence osrc.s1")
@@ -61,7 +66,7 @@ func TestSourceObjects(t *testing.T) {
 	// what is not is named.
 	sandboxtest.MustExec(t, dst, "CREATE DATABASE osrc", "CREATE SEQUENCE osrc.s1 START WITH 1000")
 	cfg := task("osrc.vt", "osrc.s1")
-	out, _, err := runCLI(t, "check", "--config", cfg, "--mode", "full")
+	out, _, err = runCLI(t, "check", "--config", cfg, "--mode", "full")
 	notCopied := "not copied: 1 views (osrc.v); 1 triggers (osrc.tr (on osrc.t)); 1 routines (osrc.p (procedure)); 1 events (osrc.e)"
 	if err != nil || !strings.Contains(out, "pass  refused tables") || !strings.Contains(out, "warn  objects not copied") || !strings.Contains(out, notCopied) {
 		t.Fatalf("check with the sequence on the target: %v, want a pass and the objects not copied (%s):\n%s", err, notCopied, out)
