@@ -62,10 +62,20 @@ func TestSourceObjects(t *testing.T) {
 	refused(task("osrc.vt"), "no sequence: osrc.s1")
 	refused(task("osrc.vt", "osrc.s1"), "column id of osrc.ts defaults to NEXT VALUE FOR osrc.s1, and the target has no sequence osrc.s1")
 
+	// sluice load runs no checks either: its CREATE TABLE fails, and says why.
+	cfg := task("osrc.vt", "osrc.s1")
+	dir := t.TempDir()
+	if out, _, err := runCLI(t, "dump", "--config", cfg, "--dir", dir); err != nil {
+		t.Fatalf("dump: %v\n%s", err, out)
+	}
+	if _, _, err := runCLI(t, "load", "--config", cfg, "--dir", dir); err == nil || !strings.Contains(err.Error(), "sluice copies no sequence") || !strings.Contains(err.Error(), "osrc.ts") {
+		t.Fatalf("load of a table whose default needs a sequence the target lacks: %v", err)
+	}
+	sandboxtest.MustExec(t, dst, "DROP DATABASE IF EXISTS odst", "DROP DATABASE IF EXISTS sluice_meta")
+
 	// With the sequence made on the target by hand, the rest is copied, and
 	// what is not is named.
 	sandboxtest.MustExec(t, dst, "CREATE DATABASE osrc", "CREATE SEQUENCE osrc.s1 START WITH 1000")
-	cfg := task("osrc.vt", "osrc.s1")
 	out, _, err = runCLI(t, "check", "--config", cfg, "--mode", "full")
 	notCopied := "not copied: 1 views (osrc.v); 1 triggers (osrc.tr (on osrc.t)); 1 routines (osrc.p (procedure)); 1 events (osrc.e)"
 	if err != nil || !strings.Contains(out, "pass  refused tables") || !strings.Contains(out, "warn  objects not copied") || !strings.Contains(out, notCopied) {
