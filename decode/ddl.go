@@ -125,6 +125,9 @@ func (d *Decoder) ddlStmt(def string, st ast.StmtNode) ([]string, error) {
 	if out, handled, err := d.online(def, st); handled {
 		return out, err
 	}
+	if err := d.sequenceDDL(def, st); err != nil { // sequence.go
+		return nil, err
+	}
 	var names []*ast.TableName // every table name to route
 	switch s := st.(type) {
 	case *ast.CreateTableStmt:

@@ -41,6 +41,10 @@ type Config struct {
 	// run other statements instead (sluice skip, sluice replace): the way
 	// out of a statement sluice refuses. nil means neither.
 	Handle func(gtid string, pos sluice.Position) *Handling
+	// OnlineDDL names the online schema change tool run on the source:
+	// "gh-ost", "pt-osc", or "none"/"" (the default: tables named like
+	// its helpers are ordinary tables). See online.go.
+	OnlineDDL string
 }
 
 // Handling is what the user told sluice to do with one source statement
@@ -63,6 +67,11 @@ func (c Config) Validate() error {
 	case "", "mariadb", "mysql":
 	default:
 		return sluice.Errorf(sluice.ErrConfig, "decoder", "set flavor to mariadb or mysql", "unknown flavor %q", c.Flavor)
+	}
+	switch c.OnlineDDL {
+	case "", OnlineNone, OnlineGhost, OnlinePTOSC:
+	default:
+		return sluice.Errorf(sluice.ErrConfig, "decoder", "set online-ddl to gh-ost, pt-osc or none", "unknown online-ddl tool %q", c.OnlineDDL)
 	}
 	return nil
 }

@@ -37,15 +37,17 @@ type tableEntry struct {
 }
 
 func (d *Decoder) selected(ref sluice.TableRef) bool {
-	if systemSchemas[strings.ToLower(ref.Schema)] {
-		return false
-	}
-	if !(d.cfg.Selected == nil || d.cfg.Selected(ref)) {
+	if !d.selectedTable(ref) {
 		return false
 	}
 	// An online schema change's helper tables stay off the target (online.go).
 	_, _, ghost := d.ghostOf(ref)
 	return !ghost
+}
+
+// selectedTable is the task's table filter alone.
+func (d *Decoder) selectedTable(ref sluice.TableRef) bool {
+	return !systemSchemas[strings.ToLower(ref.Schema)] && (d.cfg.Selected == nil || d.cfg.Selected(ref))
 }
 
 func (d *Decoder) route(ref sluice.TableRef) sluice.TableRef {

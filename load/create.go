@@ -137,6 +137,9 @@ func (l *Loader) createTable(ctx context.Context, src *sluice.Table, tgt sluice.
 	// USE the schema so unqualified foreign key references resolve there.
 	for _, q := range []string{sqlgen.CreateDatabase(tgt.Schema), "USE " + sluice.QuoteIdent(tgt.Schema), create} {
 		if _, err := c.ExecContext(ctx, q); err != nil {
+			if se := sequenceMissing(err, src, tgt); se != nil {
+				return se
+			}
 			return fmt.Errorf("load: create %s: %w", tgt, l.classify(err))
 		}
 	}

@@ -79,7 +79,11 @@ func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable strin
 	sandboxtest.MustExec(t, src, "CREATE TABLE "+schema+".fresh (id INT PRIMARY KEY, v INT)",
 		"INSERT INTO "+schema+".fresh SELECT seq, seq FROM "+schema+".seq_1_to_100")
 	if laterTable == "" {
-		sandboxtest.MustExec(t, src, "ALTER TABLE "+schema+".nokey ADD INDEX a (a)")
+		// And an index on big, which the kill left copied partly from
+		// each snapshot: it changes no row, so replication adds it
+		// (issue 29: every restart refused "copied partly before and
+		// partly after it").
+		sandboxtest.MustExec(t, src, "ALTER TABLE "+schema+".nokey ADD INDEX a (a)", "ALTER TABLE "+schema+".big ADD INDEX k_c (c(10))")
 	}
 
 	cmd := exec.Command(sluiceBin, "migrate", "--config", cfg, "--mode", "all", "--commit-unit", "chunk")
@@ -143,6 +147,12 @@ func modeAllResumes(t *testing.T, schema string, minDone int64, laterTable strin
 		}
 		if idx == 0 {
 			t.Errorf("the index added to nokey while the copy was stopped is missing on the target")
+		}
+		if err := dst.QueryRow("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'big' AND INDEX_NAME = 'k_c'", copySchema).Scan(&idx); err != nil {
+			t.Fatal(err)
+		}
+		if idx == 0 {
+			t.Errorf("the index added to big while the copy was stopped is missing on the target")
 		}
 	}
 	for _, tb := range []string{"big", "comp", "nokey", "uq", "fresh"} {

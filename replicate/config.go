@@ -100,6 +100,7 @@ func FromTask(t *task.Config) (Config, error) {
 	}
 	c.Decode.Selected, c.Decode.Route = t.Selected, t.Route
 	c.Decode.RouteSchema, c.Decode.SchemaSelected = t.RouteSchema, t.SchemaSelected
+	c.Decode.OnlineDDL = inc.OnlineDDL
 	c.Apply.Task = t.Name
 	c.Apply.Workers, c.Apply.Batch = inc.WorkerCount, inc.Batch
 	c.Apply.RelaxedOrder = inc.CommitOrder == "relaxed"

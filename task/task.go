@@ -84,6 +84,12 @@ type Incremental struct {
 	// transaction is committed) or "skip" (the transaction commits without
 	// it, and sluice_apply_missing_rows_total counts it).
 	OnMissingRow string `yaml:"on-missing-row"`
+	// OnlineDDL names the online schema change tool run on the source:
+	// "gh-ost" or "pt-osc" make sluice keep that tool's helper tables off
+	// the target and run its ALTER on the real table at the cut-over;
+	// "none" (the default) replicates every table as it is, whatever its
+	// name (docs/manual/replication.md).
+	OnlineDDL string `yaml:"online-ddl"`
 }
 
 // Serve configures sluice serve, which serves the relay log over the
@@ -425,6 +431,11 @@ func (c *Config) Validate() error {
 	case "", "stop", "skip":
 	default:
 		return bad("incremental.on-missing-row", "must be stop or skip")
+	}
+	switch c.Incremental.OnlineDDL {
+	case "", "none", "gh-ost", "pt-osc":
+	default:
+		return bad("incremental.online-ddl", "must be gh-ost, pt-osc or none")
 	}
 	if c.present["sink"] {
 		if c.Sink.Kafka == nil {

@@ -184,6 +184,13 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 			add(targetTables(ctx, src, dst, cfg))
 		}
 	}
+	if src != nil {
+		var tgt *sql.DB // sequences a copy's CREATE TABLE needs there
+		if err == nil && mode != "incremental" {
+			tgt = dst
+		}
+		res = append(res, sourceObjectChecks(ctx, src, tgt, cfg)...) // sourceobjects.go
+	}
 	if replicating {
 		add(relayDisk(cfg))
 	}

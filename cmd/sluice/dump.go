@@ -82,5 +82,6 @@ func runDump(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	writeSummary(out, summary{item: "dump", threads: cfg.Threads, rows: ds.Rows.Load(), dumpBytes: ds.Bytes.Load(), total: time.Since(began), dumpTime: took})
+	reportLeftOut(ctx, cfg, out) // sourceobjects.go
 	return nil
 }

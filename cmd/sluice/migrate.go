@@ -363,6 +363,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	}
 	writeSummary(out, summary{item: "migrate (stream)", threads: cfg.Threads, pool: cfg.PoolSize, bytes: ls.Bytes.Load(), rows: ls.Rows.Load(),
 		total: time.Since(began), dumpBytes: ds.Bytes.Load(), dumpTime: dumpTime, loadTime: ls.Active()})
+	reportLeftOut(ctx, cfg, out) // views, triggers, routines, events: sourceobjects.go
 	pos := l.FirstPosition()
 	if pos != nil {
 		fmt.Fprintf(out, "snapshot position: %s\n", pos)

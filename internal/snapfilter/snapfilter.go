@@ -274,8 +274,11 @@ func (f *Filter) Item(it *sluice.StreamItem, pos sluice.Position) (bool, error) 
 // snapshot. It is applied when every table it names was made and read
 // wholly before it, and skipped when every one was made and read after it.
 // A table in between (made before, some rows read after, as a resumed copy
-// leaves it) is refused: an index-only change would have to be applied and
-// a TRUNCATE or DROP skipped, and only a fresh copy is right for both.
+// leaves it) is refused: a TRUNCATE or DROP would have to be skipped for
+// some rows and not for others, and only a fresh copy is right. A change
+// of indexes alone (indexOnly) changes no row, so it is applied to such a
+// table: the target table has the definition it was made with, from
+// before the statement.
 func (f *Filter) ddlBetween(it *sluice.StreamItem) (bool, error) {
 	refuse := func(what string) (bool, error) {
 		return false, &sluice.Error{Op: "replicate after the full copy",
@@ -289,6 +292,7 @@ func (f *Filter) ddlBetween(it *sluice.StreamItem) (bool, error) {
 		return true, nil
 	}
 	before, after := 0, 0
+	index := indexOnly(it.Source)
 	for _, ref := range it.Tables {
 		t := f.tables[ref.Quoted()]
 		if t == nil {
@@ -301,6 +305,8 @@ func (f *Filter) ddlBetween(it *sluice.StreamItem) (bool, error) {
 			before++
 		case t.created.contain && all:
 			after++
+		case index && !t.created.contain:
+			before++ // made before it, so without it; its rows are right either way
 		default:
 			return refuse(t.name + " was copied partly before and partly after it")
 		}
