@@ -89,6 +89,8 @@ func TestDDLSourceTextAndSession(t *testing.T) {
 		"CREATE TABLE ds.c (id INT PRIMARY KEY, a INT, CONSTRAINT pos CHECK (a > 0), CHECK (a < 1000))",
 		"INSERT INTO ds.c VALUES (1, 5)",
 		"ALTER TABLE ds.c ADD CONSTRAINT lt CHECK (a < 100)",
+		"CREATE TABLE ds.j (id INT PRIMARY KEY, j LONGTEXT CHECK (JSON_VALID(j)))",
+		`INSERT INTO ds.j VALUES (1, '{"a": 1}')`,
 		"CREATE TABLE ds.d (id INT PRIMARY KEY, v INT)",
 		"INSERT INTO ds.d VALUES (1, 1), (2, 1), (3, 2), (4, 2), (5, 3)",
 		"ALTER IGNORE TABLE ds.d ADD UNIQUE KEY uv (v)",
@@ -111,7 +113,7 @@ func TestDDLSourceTextAndSession(t *testing.T) {
 	if _, err := replicate(context.Background(), srcInst, runOpts{task: task, until: until}); err != nil {
 		t.Fatal(err)
 	}
-	tables := []string{"ds.c", "ds.d", "ds.m", "ds.e", "ds.l", "ds.q"}
+	tables := []string{"ds.c", "ds.j", "ds.d", "ds.m", "ds.e", "ds.l", "ds.q"}
 	sameDefinitions(t, src, dst, tables, nil)
 	sameTables(t, src, dst, tables...)
 	for _, q := range []string{
