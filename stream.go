@@ -80,7 +80,13 @@ type DDLSession struct {
 	// collation_server as collation ids (0: not sent).
 	Charset  [3]uint16
 	TimeZone string // time_zone, "" when not sent
-	// NoFKChecks: foreign_key_checks was 0 (HasFlags: the flags were sent).
-	NoFKChecks bool
-	HasFlags   bool
+	// NoFKChecks: foreign_key_checks was 0; ExplicitTimestamp:
+	// explicit_defaults_for_timestamp was 1 (MariaDB only; HasFlags: the
+	// flags were sent).
+	NoFKChecks        bool
+	ExplicitTimestamp bool
+	HasFlags          bool
+	// AutoIncIncrement and AutoIncOffset are auto_increment_increment and
+	// auto_increment_offset (0: not sent).
+	AutoIncIncrement, AutoIncOffset uint16
 }

@@ -179,6 +179,12 @@ func (a *Applier) runDDL(ctx context.Context, it sluice.StreamItem, seq uint64, 
 				return err
 			}
 		}
+		if resume.exact && i == resume.stmt && digest == "" {
+			// Database DDL (made idempotent by the decoder) or a RENAME
+			// TABLE (its marker decides): as before, "already exists /
+			// does not exist" means it ran.
+			tolerant = true
+		}
 		if resume.exact && i == resume.stmt && digest != "" {
 			if digest != resume.digest {
 				continue // it ran before the crash
@@ -206,7 +212,9 @@ func (a *Applier) runStmt(ctx context.Context, it sluice.StreamItem, i int, q st
 	var restore []byte
 	err := a.serial.QueryRowContext(ctx, "SELECT CONCAT('SET SESSION sql_mode=', QUOTE(@@session.sql_mode), ', character_set_client=', QUOTE(@@session.character_set_client), "+
 		"', collation_connection=', QUOTE(@@session.collation_connection), ', collation_server=', QUOTE(@@session.collation_server), "+
-		"', time_zone=', QUOTE(@@session.time_zone), ', foreign_key_checks=', @@session.foreign_key_checks, ', timestamp=DEFAULT')").Scan(&restore)
+		"', time_zone=', QUOTE(@@session.time_zone), ', foreign_key_checks=', @@session.foreign_key_checks, "+
+		"', explicit_defaults_for_timestamp=', @@session.explicit_defaults_for_timestamp, "+
+		"', auto_increment_increment=', @@session.auto_increment_increment, ', auto_increment_offset=', @@session.auto_increment_offset, ', timestamp=DEFAULT')").Scan(&restore)
 	if err != nil {
 		return fmt.Errorf("apply DDL: read the session: %w", err)
 	}
@@ -235,13 +243,23 @@ func (a *Applier) runStmt(ctx context.Context, it sluice.StreamItem, i int, q st
 	return nil
 }
 
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, '1')
+	}
+	return append(b, '0')
+}
+
 // ddlSessionSQL sets the session context the source ran DDL item it in,
 // as MariaDB's replica does before it runs a Query event
 // (Query_log_event::do_apply_event): the sql_mode (the replica keeps its
 // own NO_DIR_IN_CREATE: source paths mean nothing here), the client and
 // connection character sets and the server collation, so that the
 // statement's bytes are read as the source read them, the time zone,
-// foreign_key_checks, and the statement's time.
+// foreign_key_checks, explicit_defaults_for_timestamp (a TIMESTAMP
+// column's implicit default and NULL-ness), auto_increment_increment and
+// _offset (the numbers an added AUTO_INCREMENT column fills in), and the
+// statement's time.
 //
 // A MySQL source's sql_mode bits are not all MariaDB's: its DDL keeps the
 // lenient mode sluice used before.
@@ -255,7 +273,11 @@ func ddlSessionSQL(it sluice.StreamItem) string {
 	} else {
 		b = append(b, "sql_mode='"+ddlSQLMode+"'"...)
 	}
-	if s.Charset[0] != 0 {
+	if it.End.Flavor == "mysql" && (s.Charset[0] >= 255 || s.Charset[1] >= 255 || s.Charset[2] >= 255) {
+		// MySQL 8's utf8mb4_0900 collations (ids 255 and up) are not
+		// MariaDB's: the bytes are utf8mb4, the collations stay the target's.
+		b = append(b, ", character_set_client=utf8mb4"...)
+	} else if s.Charset[0] != 0 {
 		b = append(b, ", character_set_client="...)
 		b = strconv.AppendUint(b, uint64(s.Charset[0]), 10)
 		b = append(b, ", collation_connection="...)
@@ -268,11 +290,19 @@ func ddlSessionSQL(it sluice.StreamItem) string {
 		b = sqlgen.AppendQuoted(b, s.TimeZone)
 	}
 	if s.HasFlags {
-		if s.NoFKChecks {
-			b = append(b, ", foreign_key_checks=0"...)
-		} else {
-			b = append(b, ", foreign_key_checks=1"...)
+		b = append(b, ", foreign_key_checks="...)
+		b = appendBool(b, !s.NoFKChecks)
+		if it.End.Flavor != "mysql" {
+			// MySQL sends it in a status variable of its own, not read.
+			b = append(b, ", explicit_defaults_for_timestamp="...)
+			b = appendBool(b, s.ExplicitTimestamp)
 		}
+	}
+	if s.AutoIncIncrement != 0 {
+		b = append(b, ", auto_increment_increment="...)
+		b = strconv.AppendUint(b, uint64(s.AutoIncIncrement), 10)
+		b = append(b, ", auto_increment_offset="...)
+		b = strconv.AppendUint(b, uint64(s.AutoIncOffset), 10)
 	}
 	b = append(b, ", timestamp="...)
 	b = append(b, ddlTimestamp(it)...)

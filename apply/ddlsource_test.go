@@ -108,12 +108,14 @@ func TestDDLSourceTextAndSession(t *testing.T) {
 		`CREATE TABLE ds."q" ("id" INT PRIMARY KEY, "b" VARCHAR(5) DEFAULT 'x')`,
 		`ALTER TABLE ds."q" ADD COLUMN "c" INT DEFAULT 7`,
 		`INSERT INTO ds."q" ("id") VALUES (1)`)
+	onConn(t, srcInst, "SET SESSION explicit_defaults_for_timestamp=0",
+		"CREATE TABLE ds.ts (id INT PRIMARY KEY, a TIMESTAMP, b TIMESTAMP)")
 	sandboxtest.MustExec(t, src, "INSERT INTO ds.l (id) VALUES (2)")
 	until := sourcePos(t, src)
 	if _, err := replicate(context.Background(), srcInst, runOpts{task: task, until: until}); err != nil {
 		t.Fatal(err)
 	}
-	tables := []string{"ds.c", "ds.j", "ds.d", "ds.m", "ds.e", "ds.l", "ds.q"}
+	tables := []string{"ds.c", "ds.j", "ds.d", "ds.m", "ds.e", "ds.l", "ds.q", "ds.ts"}
 	sameDefinitions(t, src, dst, tables, nil)
 	sameTables(t, src, dst, tables...)
 	for _, q := range []string{

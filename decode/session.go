@@ -13,8 +13,13 @@ const (
 	modeNoBackslashEscapes = 1 << 20
 )
 
-// optionNoFKChecks is OPTION_NO_FOREIGN_KEY_CHECKS in Q_FLAGS2_CODE.
-const optionNoFKChecks = 1 << 26
+// Bits of Q_FLAGS2_CODE: OPTION_NO_FOREIGN_KEY_CHECKS, and MariaDB's
+// explicit_defaults_for_timestamp (seen set when the session's variable is
+// 1 and clear when it is 0, MariaDB 10.11).
+const (
+	optionNoFKChecks       = 1 << 26
+	optionExplicitDefTimes = 1 << 24
+)
 
 // ddlText is the decoder's state for sending DDL as the source's text.
 type ddlText struct {
@@ -38,15 +43,19 @@ type sourceStmt struct {
 // querySession reads a Query event's status variables: the session
 // context a native replica sets before it runs the statement (MariaDB's
 // Query_log_event::do_apply_event: sql_mode, the character sets,
-// time_zone, the foreign_key_checks flag).
+// time_zone, auto_increment_increment and _offset, the foreign_key_checks
+// and explicit_defaults_for_timestamp flags).
 func querySession(vars []byte) sluice.DDLSession {
 	var s sluice.DDLSession
 	walkStatusVars(vars, func(code byte, v []byte) {
 		switch code {
 		case 0: // Q_FLAGS2_CODE
-			s.NoFKChecks, s.HasFlags = binary.LittleEndian.Uint32(v)&optionNoFKChecks != 0, true
+			f := binary.LittleEndian.Uint32(v)
+			s.NoFKChecks, s.ExplicitTimestamp, s.HasFlags = f&optionNoFKChecks != 0, f&optionExplicitDefTimes != 0, true
 		case 1: // Q_SQL_MODE_CODE
 			s.SQLMode, s.HasSQLMode = binary.LittleEndian.Uint64(v), true
+		case 3: // Q_AUTO_INCREMENT
+			s.AutoIncIncrement, s.AutoIncOffset = binary.LittleEndian.Uint16(v), binary.LittleEndian.Uint16(v[2:])
 		case 4: // Q_CHARSET_CODE
 			for i := range s.Charset {
 				s.Charset[i] = binary.LittleEndian.Uint16(v[2*i:])
