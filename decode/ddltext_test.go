@@ -67,6 +67,10 @@ func TestDDLSourceText(t *testing.T) {
 		{"rt", "ALTER TABLE t2 ADD COLUMN v INT, RENAME TO t3", 0, "ALTER TABLE `merged`.`t2_x` ADD COLUMN v INT, RENAME TO `merged`.`t3_x`"},
 		{"rt", "TRUNCATE TABLE t3", 0, "TRUNCATE TABLE `merged`.`t3_x`"},
 		{"rt", "CREATE TABLE n (s VARCHAR(5) DEFAULT 'a\\nb')", noBackslash, "CREATE TABLE `merged`.`n_x` (s VARCHAR(5) DEFAULT 'a\\nb')"},
+		{"rt", "/* t */ CREATE TABLE /*!32312 IF NOT EXISTS*/ w (t INT COMMENT 't') -- t", 0,
+			"/* t */ CREATE TABLE /*!32312 IF NOT EXISTS*/ `merged`.`w_x` (t INT COMMENT 't') -- t"},
+		{"rt", `CREATE TABLE "a" ("a" INT, b VARCHAR(3) DEFAULT 'a')`, ansiQuotes, "CREATE TABLE `merged`.`a_x` (\"a\" INT, b VARCHAR(3) DEFAULT 'a')"},
+		{"rt", "ALTER TABLE a RENAME AS a2", 0, "ALTER TABLE `merged`.`a_x` RENAME AS `merged`.`a2_x`"},
 		{"rt", "DROP TABLE t3, `s2`", 0, "DROP TABLE `merged`.`t3_x`, `merged`.`s2_x`"},
 	}
 	for _, c := range cases {
