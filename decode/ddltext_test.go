@@ -111,6 +111,7 @@ func TestDDLSameShape(t *testing.T) {
 	}{
 		{"CREATE TABLE t (a INT, b INT)", false},
 		{"ALTER TABLE t CHANGE a b INT, CHANGE b a INT FIRST", true},
+		{"ALTER TABLE t CHANGE a b INT, CHANGE b a INT", false}, // (b, a): the order tells
 		{"ALTER TABLE t RENAME COLUMN a TO c", false},
 		{"ALTER TABLE t ADD COLUMN d INT", false},
 	} {
