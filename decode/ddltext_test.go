@@ -124,3 +124,30 @@ func TestDDLSameShape(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaceSQLSentAsWritten: the statement given to sluice replace
+// reaches the target as written too (it was rendered with ENFORCED).
+func TestReplaceSQLSentAsWritten(t *testing.T) {
+	cfg := DefaultConfig()
+	const repl = "ALTER TABLE c ADD CONSTRAINT x CHECK (a > 1)"
+	cfg.Handle = func(gtid string, pos sluice.Position) *Handling {
+		if pos.Pos == 20 {
+			return &Handling{SQL: []string{repl}}
+		}
+		return nil
+	}
+	d, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Feed(queryEvent("db", "CREATE TABLE c (a INT)"), sluice.Position{File: "f", Pos: 10}); err != nil {
+		t.Fatal(err)
+	}
+	items, err := d.Feed(queryEvent("db", "ALTER TABLE c PARTITION BY HASH(a)"), sluice.Position{File: "f", Pos: 20})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("%v %+v", err, items)
+	}
+	if got := strings.Join(items[0].DDL, ";"); got != repl {
+		t.Errorf("got %s, want %s", got, repl)
+	}
+}
