@@ -83,6 +83,7 @@ func sameHex(t *testing.T, src, dst *sql.DB, qsrc, qdst string) {
 //     got the target session's implicit default (NULL, not
 //     CURRENT_TIMESTAMP), and a TIMESTAMP default written under another
 //     time_zone was read in UTC: another instant.
+//
 // ds.m (Aria options) is coverage: the parser keeps those options.
 func TestDDLSourceTextAndSession(t *testing.T) {
 	src := sandboxtest.MustOpen(t, srcInst, "")
