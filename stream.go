@@ -60,4 +60,33 @@ type StreamItem struct {
 	// Tables are the target tables a DDL names, routed (ItemDDL; empty for
 	// statements on whole schemas).
 	Tables []TableRef
+	// Session is the session context the source ran the DDL in (ItemDDL),
+	// from its Query event: the target runs the statement in it, as a
+	// native replica does.
+	Session DDLSession
+	// SameShape says the DDL renames columns among themselves and may leave
+	// the table's definition reading as before (ItemDDL): after a crash the
+	// target's definition cannot tell whether it ran.
+	SameShape bool
+}
+
+// DDLSession is the part of a source session a DDL statement depends on,
+// as the Query event's status variables carry it. Zero values mean the
+// event did not say.
+type DDLSession struct {
+	SQLMode    uint64 // the server's sql_mode bits
+	HasSQLMode bool
+	// Charset holds character_set_client, collation_connection and
+	// collation_server as collation ids (0: not sent).
+	Charset  [3]uint16
+	TimeZone string // time_zone, "" when not sent
+	// NoFKChecks: foreign_key_checks was 0; ExplicitTimestamp:
+	// explicit_defaults_for_timestamp was 1 (MariaDB only; HasFlags: the
+	// flags were sent).
+	NoFKChecks        bool
+	ExplicitTimestamp bool
+	HasFlags          bool
+	// AutoIncIncrement and AutoIncOffset are auto_increment_increment and
+	// auto_increment_offset (0: not sent).
+	AutoIncIncrement, AutoIncOffset uint16
 }

@@ -220,7 +220,7 @@ func (a *Applier) PendingDDL(ctx context.Context) (string, error) {
 		return "", err
 	}
 	r, err := a.readCheckpoint(ctx)
-	return r.pending, err
+	return parseMark(r.pending).end, err
 }
 
 // SchemaState returns the schema tracker state saved with the last DDL

@@ -34,6 +34,18 @@ func childMain() int {
 		// Printed at once: a killed run reports what it resumed from.
 		fmt.Printf("start: skip-ranges=%d\n", st.SkipRanges)
 	}
+	if os.Getenv("SLUICE_DDL_HOLD") != "" {
+		// TestDDLRerunAfterKill: report each DDL that ran, before its
+		// checkpoint, and wait there to be killed (but for the one the
+		// previous run was killed at: SLUICE_DDL_SPARE).
+		apply.SetAfterDDLItemHook(func(end sluice.Position) {
+			if end.String() == os.Getenv("SLUICE_DDL_SPARE") {
+				return
+			}
+			fmt.Printf("ddl-done %s\n", end)
+			select {}
+		})
+	}
 	if os.Getenv("SLUICE_CLEAR_REFS") != "" {
 		// Reset the peak RSS so VmHWM measures the replication alone.
 		_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"hash/maphash"
+
+	"github.com/sluice-db/sluice"
 )
 
 // SetAfterDDLHook makes applyDDL call f after a DDL ran on the target and
@@ -30,4 +32,12 @@ func FoldHashes(ctx context.Context, db *sql.DB, coll, cs string, vals ...any) (
 		out[i] = h.Sum64()
 	}
 	return out, nil
+}
+
+// SetAfterDDLItemHook makes applyDDL call f with the DDL's end position
+// after it ran on the target and before its checkpoint. It returns a func
+// that removes the hook.
+func SetAfterDDLItemHook(f func(end sluice.Position)) func() {
+	afterDDLItemHook = f
+	return func() { afterDDLItemHook = nil }
 }

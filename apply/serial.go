@@ -77,63 +77,49 @@ func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	return nil
 }
 
-// afterDDLHook, when set by a test, runs between a DDL and its checkpoint.
-var afterDDLHook func() error
+// afterDDLHook and afterDDLItemHook, when set by a test, run between a
+// DDL and its checkpoint.
+var (
+	afterDDLHook     func() error
+	afterDDLItemHook func(end sluice.Position)
+)
 
 // alreadyDone are the errors a DDL statement gives when it ran before a
 // crash that came before its checkpoint.
 var alreadyDone = map[uint16]bool{1007: true, 1008: true, 1050: true, 1051: true, 1054: true, 1060: true, 1061: true, 1068: true, 1091: true, 1146: true, 1826: true}
 
 // applyDDL runs a DDL item after every earlier transaction has committed.
-// DDL cannot share a transaction with the checkpoint, so it is made
-// idempotent instead: the decoder rewrites it with IF [NOT] EXISTS, and the
-// checkpoint row records the DDL as pending before it runs; if sluice dies
-// before the checkpoint moves past it, the restart runs it again and
-// accepts "already exists / does not exist" errors for that one statement.
+// DDL cannot share a transaction with the checkpoint: the checkpoint row
+// marks each statement pending before it runs, with what a restart needs
+// to tell whether it ran (ddlrun.go).
 func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 	a.mu.Lock()
 	a.lastSeq++
 	seq := a.lastSeq
 	applied := a.stats.Applied
 	a.mu.Unlock()
-	tolerant := a.pending != "" && a.pending == it.End.String()
 	if len(it.DDL) > 0 {
-		mark := a.appendCheckpointPending(nil, serialWorker, a.baseSeq+seq-1, applied, appendRanges(nil, applied, a.inherited), it.End.String())
-		if _, err := a.serial.ExecContext(ctx, string(mark)); err != nil {
-			return fmt.Errorf("mark DDL pending: %w", err)
-		}
 		if it.Schema != "" {
-			// Unqualified names inside the statement (foreign key parents)
-			// resolve in the statement's own schema; it may not exist yet.
+			// Unqualified names inside the statement resolve in the
+			// statement's own schema; it may not exist yet.
 			if _, err := a.serial.ExecContext(ctx, "USE "+sluice.QuoteIdent(it.Schema)); err != nil && !isMySQLErr(err, 1049) {
 				return fmt.Errorf("apply DDL: %w", err)
 			}
 		}
-		// DDL runs without strict mode, as the source most likely ran it
-		// (a replica runs it in the source's mode): a MODIFY COLUMN that
-		// converted values there converts them here the same way instead
-		// of stopping the task. Row changes stay strict.
-		// It runs at the source statement's time, as on a replica: an ALTER
-		// that fills a TIMESTAMP column or a DEFAULT CURRENT_TIMESTAMP
-		// column from the clock stores the source's values (difftest seed
-		// 2111: an ADD PRIMARY KEY over a NULL TIMESTAMP column stored the
-		// apply time, and the next UPDATE of those rows found none).
-		if _, err := a.serial.ExecContext(ctx, "SET SESSION sql_mode='"+ddlSQLMode+"', timestamp="+ddlTimestamp(it)); err != nil {
-			return fmt.Errorf("apply DDL: %w", err)
-		}
-		err := a.runDDL(ctx, it, tolerant)
-		// A session left lenient must not apply rows: restoring the mode
-		// fails only with the connection, and then nothing more runs on it.
-		if _, rerr := a.serial.ExecContext(context.Background(), "SET SESSION sql_mode='"+rowSQLMode+"', timestamp=DEFAULT"); rerr != nil && err == nil {
-			err = fmt.Errorf("restore the strict sql_mode after DDL: %w", rerr)
-		}
-		if err != nil {
+		// Each statement runs in the source session's sql_mode, character
+		// sets and time zone, at the source statement's time, as on a
+		// replica (ddlSessionSQL): an ALTER that fills a TIMESTAMP column
+		// from the clock stores the source's values (difftest seed 2111).
+		if err := a.runDDL(ctx, it, seq, applied); err != nil {
 			return err
 		}
 		if afterDDLHook != nil {
 			if err := afterDDLHook(); err != nil {
 				return err
 			}
+		}
+		if afterDDLItemHook != nil {
+			afterDDLItemHook(it.End)
 		}
 	}
 	b := append([]byte(nil), "START TRANSACTION;"...)
@@ -162,26 +148,6 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 	a.mu.Unlock()
 	a.committed(seq, nil, it.End, 1, 0, it.Timestamp)
 	a.markPersisted(seq)
-	return nil
-}
-
-func (a *Applier) runDDL(ctx context.Context, it sluice.StreamItem, tolerant bool) error {
-	for i, q := range it.DDL {
-		var err error
-		if isRenameTable(q) {
-			err = a.runRename(ctx, a.serial, q, it.End, i)
-		} else {
-			_, err = a.serial.ExecContext(ctx, q)
-		}
-		if err != nil {
-			var me *mysql.MySQLError
-			if tolerant && errors.As(err, &me) && alreadyDone[me.Number] {
-				continue
-			}
-			return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, shortSQL(q), err),
-				Hint: "make the target accept the statement (or apply the change by hand), then restart the task"}
-		}
-	}
 	return nil
 }
 

@@ -64,6 +64,9 @@ func (d *Decoder) routeSchema(s string) string {
 func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32, gtidPos *string) error {
 	d.ddlGroup = false
 	d.ddlTables = nil
+	d.ddlSame = false
+	d.tracker.SetSQLMode(d.session.SQLMode&modeANSIQuotes != 0, d.session.SQLMode&modeNoBackslashEscapes != 0)
+	defer d.tracker.SetSQLMode(false, false)
 	stmts, err := d.tracker.Parse(q)
 	if err != nil {
 		for _, p := range nonDDLPrefixes {
@@ -78,17 +81,24 @@ func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32, g
 	}
 	verBefore := d.tracker.Version()
 	var out []string
+	if len(stmts) == 1 {
+		// One statement: its own text is what the target runs (ddltext.go).
+		d.src = sourceStmt{text: q, ansiQuotes: d.session.SQLMode&modeANSIQuotes != 0, noBackslash: d.session.SQLMode&modeNoBackslashEscapes != 0}
+	}
 	for _, st := range stmts {
 		sqls, err := d.ddlStmt(defaultSchema, st)
 		if err != nil {
+			d.src = sourceStmt{}
 			return d.unsupported(pos, q, err)
 		}
 		out = append(out, sqls...)
 	}
+	d.src = sourceStmt{}
 	if len(out) == 0 && d.tracker.Version() == verBefore {
 		return nil
 	}
-	item := sluice.StreamItem{Kind: sluice.ItemDDL, GTID: d.gtid, Timestamp: ts, Micros: d.micros, End: d.endPos(pos), DDL: out, Source: q, Tables: d.ddlTables}
+	item := sluice.StreamItem{Kind: sluice.ItemDDL, GTID: d.gtid, Timestamp: ts, Micros: d.micros, End: d.endPos(pos), DDL: out, Source: q, Tables: d.ddlTables,
+		Session: d.session, SameShape: d.ddlSame}
 	if gtidPos != nil {
 		item.End.GTIDSet = *gtidPos
 	}
@@ -122,12 +132,15 @@ func mentionsSelected(q string, d *Decoder) bool {
 
 // ddlStmt applies one statement to the tracker and returns its target form.
 func (d *Decoder) ddlStmt(def string, st ast.StmtNode) ([]string, error) {
+	src := d.src
+	d.src = sourceStmt{} // an online schema change's statements are not the source's text
 	if out, handled, err := d.online(def, st); handled {
 		return out, err
 	}
 	if err := d.sequenceDDL(def, st); err != nil { // sequence.go
 		return nil, err
 	}
+	d.src = src
 	var names []*ast.TableName // every table name to route
 	switch s := st.(type) {
 	case *ast.CreateTableStmt:
@@ -141,11 +154,19 @@ func (d *Decoder) ddlStmt(def string, st ast.StmtNode) ([]string, error) {
 			// own name node: routing rewrites names in place.
 			d.tracker.ForgetOrReplace()
 			drop := &ast.DropTableStmt{IfExists: true, Tables: []*ast.TableName{{Schema: s.Table.Schema, Name: s.Table.Name}}}
+			src := d.src
+			d.src = sourceStmt{}
 			pre, err := d.ddlStmt(def, drop)
+			d.src = src
 			if err != nil {
 				return nil, err
 			}
 			rest, err := d.ddlStmt(def, s)
+			if err == nil && len(rest) == 1 && d.sent {
+				// The source's CREATE OR REPLACE itself: MariaDB drops
+				// and creates in one statement on the target too.
+				return rest, nil
+			}
 			return append(pre, rest...), err
 		}
 		names = []*ast.TableName{s.Table}
@@ -168,6 +189,9 @@ func (d *Decoder) ddlStmt(def string, st ast.StmtNode) ([]string, error) {
 		}
 		if len(keep) == 0 {
 			return nil, nil
+		}
+		if len(keep) < len(s.Tables) {
+			d.src = sourceStmt{} // the text names tables the target must keep
 		}
 		s.Tables, s.IfExists = keep, true
 		return d.restoreRouted(def, s, keep)
@@ -260,10 +284,49 @@ func (d *Decoder) ddlStmt(def string, st ast.StmtNode) ([]string, error) {
 		_ = d.tracker.Apply(def, st)
 		return nil, nil
 	}
+	var before []sluice.Column
+	if at, ok := st.(*ast.AlterTableStmt); ok && renamesColumn(at) {
+		if tb := d.tracker.Table(schema.RefOf(at.Table, def)); tb != nil {
+			before = tb.Columns
+		}
+	}
 	if err := d.tracker.Apply(def, st); err != nil {
 		return nil, err
 	}
+	if before != nil {
+		// Columns renamed among themselves, the names in the same order:
+		// the target's definition may read the same after as before.
+		if tb := d.tracker.Table(schema.RefOf(st.(*ast.AlterTableStmt).Table, def)); tb != nil && columnNamesEqual(before, tb.Columns) {
+			d.ddlSame = true
+		}
+	}
 	return d.restoreRouted(def, st, names)
+}
+
+func renamesColumn(at *ast.AlterTableStmt) bool {
+	for _, sp := range at.Specs {
+		switch sp.Tp {
+		case ast.AlterTableChangeColumn:
+			if sp.OldColumnName != nil && len(sp.NewColumns) > 0 && !strings.EqualFold(sp.OldColumnName.Name.O, sp.NewColumns[0].Name.Name.O) {
+				return true
+			}
+		case ast.AlterTableRenameColumn:
+			return true
+		}
+	}
+	return false
+}
+
+func columnNamesEqual(a, b []sluice.Column) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !strings.EqualFold(a[i].Name, b[i].Name) {
+			return false
+		}
+	}
+	return true
 }
 
 func isIgnoredDDL(st ast.StmtNode) bool {
@@ -274,8 +337,18 @@ func isIgnoredDDL(st ast.StmtNode) bool {
 	return false
 }
 
-// restoreRouted rewrites each table name to its explicit, routed target name.
+// restoreRouted returns the target form of st: the source's text with the
+// table names routed (ddltext.go), or, when that text cannot be used, the
+// statement rendered from the parse with each table name explicit and routed.
 func (d *Decoder) restoreRouted(def string, st ast.StmtNode, names []*ast.TableName) ([]string, error) {
+	d.sent = false
+	if text, ok := d.sourceText(def, st, names); ok {
+		for _, tn := range names {
+			d.ddlTables = append(d.ddlTables, d.route(schema.RefOf(tn, def)))
+		}
+		d.sent = true
+		return []string{text}, nil
+	}
 	for _, tn := range names {
 		to := d.route(schema.RefOf(tn, def))
 		tn.Schema, tn.Name = ast.NewCIStr(to.Schema), ast.NewCIStr(to.Name)

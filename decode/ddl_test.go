@@ -31,11 +31,11 @@ func TestDDLRewrite(t *testing.T) {
 		want      []string // nil: nothing replicated
 	}{
 		{"", "CREATE DATABASE shard_1", []string{"CREATE DATABASE IF NOT EXISTS `merged`"}},
-		{"shard_1", "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))", []string{"CREATE TABLE IF NOT EXISTS `merged`.`t` (`id` INT PRIMARY KEY,`v` VARCHAR(10))"}},
+		{"shard_1", "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))", []string{"CREATE TABLE `merged`.`t` (id INT PRIMARY KEY, v VARCHAR(10))"}},
 		{"shard_1", "CREATE TABLE tmp (id INT)", nil},
 		{"other", "CREATE TABLE x (id INT)", nil},
 		{"shard_1", "ALTER TABLE t ADD COLUMN w INT, DROP COLUMN v, ADD UNIQUE KEY uw (w)",
-			[]string{"ALTER TABLE `merged`.`t` ADD COLUMN IF NOT EXISTS `w` INT, DROP COLUMN IF EXISTS `v`, ADD UNIQUE `uw`(`w`)"}},
+			[]string{"ALTER TABLE `merged`.`t` ADD COLUMN w INT, DROP COLUMN v, ADD UNIQUE KEY uw (w)"}},
 		{"shard_1", "DROP TABLE t, tmp, other.x", []string{"DROP TABLE IF EXISTS `merged`.`t`"}},
 		{"shard_1", "GRANT SELECT ON *.* TO 'u'@'%'", nil},
 		{"shard_1", "CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.id = 1", nil},

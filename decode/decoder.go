@@ -116,6 +116,8 @@ type Decoder struct {
 	gtidPos    string // formatted GTID position after the last finished group
 	gtidDirty  bool
 
+	ddlText // DDL sent as the source's text, in its session (ddltext.go)
+
 	tables map[string]*tableEntry
 	out    []sluice.StreamItem
 	// key is entry's scratch buffer for the tables map's key: looking a
@@ -276,6 +278,7 @@ func (d *Decoder) commit(pos sluice.Position, ts uint32) {
 func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint32) error {
 	q := strings.TrimSpace(string(e.Query))
 	d.micros, _ = queryMicros(e.StatusVars)
+	d.session = querySession(e.StatusVars)
 	switch {
 	case strings.EqualFold(q, "BEGIN"):
 		if !d.inTxn {

@@ -6,10 +6,21 @@ package decode
 // time: a DDL that fills values from the clock (ALTER ... ADD PRIMARY KEY
 // over a NULL TIMESTAMP column, ADD COLUMN ... DEFAULT CURRENT_TIMESTAMP)
 // must store the source's values, not the apply time (difftest seed 2111).
-//
-// The variables are written in growing order of their codes; as the
-// server does, parsing stops at a code it does not know.
-func queryMicros(vars []byte) (uint32, bool) {
+func queryMicros(vars []byte) (us uint32, ok bool) {
+	walkStatusVars(vars, func(code byte, v []byte) {
+		if code == 13 || code == 0x80 {
+			us, ok = uint32(v[0])|uint32(v[1])<<8|uint32(v[2])<<16, true
+		}
+	})
+	return us, ok
+}
+
+// walkStatusVars calls f with each status variable of a Query event: its
+// code and its value (with any length prefix). The variables are written
+// in growing order of their codes; as the server does, parsing stops at a
+// code it does not know (MariaDB's Q_HRNOW and MySQL's Q_MICROSECONDS are
+// read, then the walk stops: nothing this reads comes after them).
+func walkStatusVars(vars []byte, f func(code byte, v []byte)) {
 	for i := 0; i < len(vars); {
 		code := vars[i]
 		i++
@@ -58,17 +69,18 @@ func queryMicros(vars []byte) (uint32, bool) {
 				}
 				n = j - i
 			}
-		case 13, 0x80: // Q_MICROSECONDS (MySQL), Q_HRNOW (MariaDB)
+		case 13, 0x80: // Q_MICROSECONDS (MySQL), Q_HRNOW (MariaDB): 3 bytes
 			if i+3 <= len(vars) {
-				return uint32(vars[i]) | uint32(vars[i+1])<<8 | uint32(vars[i+2])<<16, true
+				f(code, vars[i:i+3])
 			}
+			return
 		case 0x81: // Q_XID (MariaDB)
 			n = 8
 		}
 		if n < 0 || i+n > len(vars) {
-			return 0, false
+			return
 		}
+		f(code, vars[i:i+n])
 		i += n
 	}
-	return 0, false
 }

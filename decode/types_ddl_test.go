@@ -17,17 +17,19 @@ func TestDDLKeepsMariaDBTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The target runs the source's own text (want "": q itself); the
+	// tracker still has to read the types.
 	cases := []struct{ q, want string }{
 		{"CREATE TABLE t (id INT PRIMARY KEY, u UUID NOT NULL DEFAULT UUID(), a INET6, b INET4 DEFAULT '0.0.0.0')",
-			"CREATE TABLE IF NOT EXISTS `db`.`t` (`id` INT PRIMARY KEY,`u` UUID NOT NULL DEFAULT (UUID()),`a` INET6,`b` INET4 DEFAULT '0.0.0.0')"},
+			""},
 		{"ALTER TABLE t ADD COLUMN c UUID, MODIFY a INET4 NOT NULL, CHANGE b e INET6",
-			"ALTER TABLE `db`.`t` ADD COLUMN IF NOT EXISTS `c` UUID, MODIFY COLUMN IF EXISTS `a` INET4 NOT NULL, CHANGE COLUMN IF EXISTS `b` `e` INET6"},
+			""},
 		// Spatial types and invisible columns, which the parser does not
 		// know either (difftest bug C).
 		{"CREATE TABLE g (id INT PRIMARY KEY, p POINT NOT NULL, g GEOMETRY, c INT INVISIBLE, d INT DEFAULT 1 INVISIBLE COMMENT 'x', KEY (c))",
-			"CREATE TABLE IF NOT EXISTS `db`.`g` (`id` INT PRIMARY KEY,`p` POINT NOT NULL,`g` GEOMETRY,`c` INT INVISIBLE,`d` INT DEFAULT 1 INVISIBLE COMMENT 'x',INDEX(`c`))"},
+			""},
 		{"ALTER TABLE g ADD COLUMN e POLYGON INVISIBLE, MODIFY c BIGINT INVISIBLE",
-			"ALTER TABLE `db`.`g` ADD COLUMN IF NOT EXISTS `e` POLYGON INVISIBLE, MODIFY COLUMN IF EXISTS `c` BIGINT INVISIBLE"},
+			""},
 	}
 	for _, c := range cases {
 		items, err := d.Feed(queryEvent("db", c.q), sluice.Position{File: "f", Pos: 10})
@@ -36,6 +38,9 @@ func TestDDLKeepsMariaDBTypes(t *testing.T) {
 		}
 		if len(items) != 1 || items[0].Kind != sluice.ItemDDL {
 			t.Fatalf("%s: items %+v", c.q, items)
+		}
+		if c.want == "" {
+			c.want = c.q
 		}
 		if got := strings.Join(items[0].DDL, ";"); got != c.want {
 			t.Errorf("%s\n got  %s\n want %s", c.q, got, c.want)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/mysql"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions in DDL (defaults, checks)
 
 	"github.com/sluice-db/sluice"
@@ -312,4 +313,20 @@ func (t *Tracker) OrReplace(st ast.StmtNode) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return st != nil && t.orReplace == st
+}
+
+// SetSQLMode sets the sql_mode bits that change how the parser reads a
+// statement's text (ANSI_QUOTES, NO_BACKSLASH_ESCAPES), to those of the
+// session the source ran the statement in.
+func (t *Tracker) SetSQLMode(ansiQuotes, noBackslashEscapes bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var m mysql.SQLMode
+	if ansiQuotes {
+		m |= mysql.ModeANSIQuotes
+	}
+	if noBackslashEscapes {
+		m |= mysql.ModeNoBackslashEscapes
+	}
+	t.p.SetSQLMode(m)
 }

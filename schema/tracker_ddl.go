@@ -145,67 +145,16 @@ func (t *Tracker) alter(ref sluice.TableRef, s *ast.AlterTableStmt, defaultSchem
 	if err != nil {
 		return err
 	}
+	if err := alterColumns(d, ref, s.Specs); err != nil {
+		return err
+	}
 	var renameTo *sluice.TableRef
 	for _, sp := range s.Specs {
 		switch sp.Tp {
-		case ast.AlterTableAddColumns:
-			for i, c := range sp.NewColumns {
-				if sp.IfNotExists && colIndex(d, c.Name.Name.O) >= 0 {
-					continue
-				}
-				pos := sp.Position
-				if i > 0 {
-					pos = &ast.ColumnPosition{Tp: ast.ColumnPositionAfter, RelativeColumn: sp.NewColumns[i-1].Name}
-				}
-				if err := insertColumn(d, columnOf(c), pos); err != nil {
-					return err
-				}
-				addInlineKeys(d, c)
-			}
+		case ast.AlterTableAddColumns, ast.AlterTableDropColumn, ast.AlterTableModifyColumn, ast.AlterTableChangeColumn, ast.AlterTableRenameColumn:
+			// alterColumns, above.
 		case ast.AlterTableAddConstraint:
 			addConstraint(d, sp.Constraint)
-		case ast.AlterTableDropColumn:
-			name := sp.OldColumnName.Name.O
-			i := colIndex(d, name)
-			if i < 0 {
-				if sp.IfExists {
-					continue
-				}
-				return unsupported("DROP COLUMN %s: no such column in %s", name, ref)
-			}
-			d.Columns = append(d.Columns[:i], d.Columns[i+1:]...)
-			dropKeyColumn(d, name)
-		case ast.AlterTableModifyColumn, ast.AlterTableChangeColumn:
-			old := sp.NewColumns[0].Name.Name.O
-			if sp.Tp == ast.AlterTableChangeColumn {
-				old = sp.OldColumnName.Name.O
-			}
-			i := colIndex(d, old)
-			if i < 0 {
-				if sp.IfExists {
-					continue
-				}
-				return unsupported("%s: no such column %s in %s", map[bool]string{true: "CHANGE", false: "MODIFY"}[sp.Tp == ast.AlterTableChangeColumn], old, ref)
-			}
-			nc := columnOf(sp.NewColumns[0])
-			d.Columns = append(d.Columns[:i], d.Columns[i+1:]...)
-			renameKeyColumn(d, old, nc.Name)
-			pos := sp.Position
-			if pos == nil || pos.Tp == ast.ColumnPositionNone {
-				// Stay in place.
-				d.Columns = append(d.Columns[:i], append([]sluice.Column{nc}, d.Columns[i:]...)...)
-			} else if err := insertColumn(d, nc, pos); err != nil {
-				return err
-			}
-			addInlineKeys(d, sp.NewColumns[0])
-		case ast.AlterTableRenameColumn:
-			old, nw := sp.OldColumnName.Name.O, sp.NewColumnName.Name.O
-			i := colIndex(d, old)
-			if i < 0 {
-				return unsupported("RENAME COLUMN %s: no such column in %s", old, ref)
-			}
-			d.Columns[i].Name = nw
-			renameKeyColumn(d, old, nw)
 		case ast.AlterTableDropPrimaryKey:
 			dropKey(d, "PRIMARY")
 		case ast.AlterTableDropIndex:
