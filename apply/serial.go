@@ -61,6 +61,7 @@ func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {
 
 func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	a := b.a
+	b.bw.fkFor(false)
 	b.bw.sep()
 	b.bw.buf = a.appendCheckpoint(b.bw.buf, serialWorker, a.baseSeq+b.seq, end, appendRanges(nil, end, a.inherited))
 	b.bw.buf = append(b.bw.buf, ";COMMIT"...)
@@ -118,13 +119,14 @@ func (a *Applier) applyDDL(ctx context.Context, it sluice.StreamItem) error {
 		// column from the clock stores the source's values (difftest seed
 		// 2111: an ADD PRIMARY KEY over a NULL TIMESTAMP column stored the
 		// apply time, and the next UPDATE of those rows found none).
-		if _, err := a.serial.ExecContext(ctx, "SET SESSION sql_mode='"+ddlSQLMode+"', timestamp="+ddlTimestamp(it)); err != nil {
+		// Without foreign key checks (ddlFKChecks).
+		if _, err := a.serial.ExecContext(ctx, "SET SESSION sql_mode='"+ddlSQLMode+"', timestamp="+ddlTimestamp(it)+", "+ddlFKChecks); err != nil {
 			return fmt.Errorf("apply DDL: %w", err)
 		}
 		err := a.runDDL(ctx, it, tolerant)
 		// A session left lenient must not apply rows: restoring the mode
 		// fails only with the connection, and then nothing more runs on it.
-		if _, rerr := a.serial.ExecContext(context.Background(), "SET SESSION sql_mode='"+rowSQLMode+"', timestamp=DEFAULT"); rerr != nil && err == nil {
+		if _, rerr := a.serial.ExecContext(context.Background(), "SET SESSION sql_mode='"+rowSQLMode+"', timestamp=DEFAULT, foreign_key_checks=1"); rerr != nil && err == nil {
 			err = fmt.Errorf("restore the strict sql_mode after DDL: %w", rerr)
 		}
 		if err != nil {
