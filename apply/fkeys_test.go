@@ -105,6 +105,35 @@ func testFKCascades(t *testing.T, d string, relaxed bool) {
 		}
 	}
 	sandboxtest.MustExec(t, src, small...)
+	// A cascade that takes a while on the target, and then the last child
+	// it removes inserted again at once: the insert names no key the
+	// delete names, so only the barrier keeps it behind the cascade (on
+	// another worker it would find the row still there).
+	many, filler := make([]string, 3000), make([]string, 3000)
+	for i := range many {
+		many[i] = fmt.Sprintf("(%d, 500)", 100000+i)
+		filler[i] = fmt.Sprintf("(%d, 7)", 200000+i)
+	}
+	sandboxtest.MustExec(t, src,
+		"INSERT INTO "+d+".parent VALUES (500, 0)",
+		"INSERT INTO "+d+".child (id, pid) VALUES "+strings.Join(many, ","),
+		"INSERT INTO "+d+".child_n (id, pid) VALUES "+strings.Join(filler, ","),
+	)
+	// Applied and committed first, so that nothing uncommitted links the
+	// two transactions below.
+	opts := runOpts{task: task, workers: 4, batch: 1, maxBatch: 1, relaxed: relaxed, until: sourcePos(t, src)}
+	if _, err := replicate(context.Background(), srcInst, opts); err != nil {
+		t.Fatal(err)
+	}
+	// The cascade comes after 3000 row statements of its transaction.
+	execOn(t, src,
+		"BEGIN",
+		"UPDATE "+d+".child_n SET pid=8 WHERE id >= 200000",
+		"DELETE FROM "+d+".parent WHERE id=500",
+		"COMMIT")
+	sandboxtest.MustExec(t, src,
+		"INSERT INTO "+d+".child (id, pid) VALUES (102999, 1)",
+	)
 	// A source session without the checks: nothing cascades or is checked
 	// there, and so nothing on the target either (rows and DDL).
 	execOn(t, src,
@@ -112,8 +141,8 @@ func testFKCascades(t *testing.T, d string, relaxed bool) {
 		"DELETE FROM "+d+".parent WHERE id=1004",
 		"INSERT INTO "+d+".child (id, pid) VALUES (999, 9999)",
 		"DROP TABLE "+d+".p2")
-	until := sourcePos(t, src)
-	if _, err := replicate(context.Background(), srcInst, runOpts{task: task, workers: 4, batch: 1, relaxed: relaxed, until: until}); err != nil {
+	opts.until = sourcePos(t, src)
+	if _, err := replicate(context.Background(), srcInst, opts); err != nil {
 		t.Fatal(err)
 	}
 	sameTables(t, src, dst, d+".parent", d+".child", d+".child_n", d+".grand", d+".strict_c", d+".c2")
