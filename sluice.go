@@ -230,8 +230,8 @@ type RowChange struct {
 	// applies it the same way.
 	NoFKChecks bool
 	Table      *Table
-	Before []any
-	After  []any
+	Before     []any
+	After      []any
 }
 
 // Txn is one source transaction, in source commit order.
