@@ -107,24 +107,25 @@ type Applier struct {
 	workers  []*worker
 	serial   *sql.Conn
 
-	mu    sync.Mutex
-	cond  *sync.Cond
-	owner map[uint64]*unit
+	mu         sync.Mutex
+	cond       *sync.Cond
+	owner      map[uint64]*unit
+	lastSeq    uint64
+	nextCommit uint64
+	baseSeq    uint64
+	pending    string          // position of a DDL that may have run before a crash
+	startPos   sluice.Position // the checkpoint at Start: anything at or before it is applied already
+	err        error
+	stats      Stats
+	// ahead are groups committed past the low-water mark (nextCommit-1),
+	// by seq: possible only with RelaxedOrder.
+	ahead map[uint64]aheadUnit
+
 	// uncommitted counts each worker's dispatched groups not yet
 	// committed; barrierU is the barrier group not yet committed, if any
 	// (fkeys.go, conflicts).
 	uncommitted []int
 	barrierU    *unit
-	lastSeq     uint64
-	nextCommit  uint64
-	baseSeq     uint64
-	pending     string          // position of a DDL that may have run before a crash
-	startPos    sluice.Position // the checkpoint at Start: anything at or before it is applied already
-	err         error
-	stats       Stats
-	// ahead are groups committed past the low-water mark (nextCommit-1),
-	// by seq: possible only with RelaxedOrder.
-	ahead map[uint64]aheadUnit
 	// persisted is the highest low-water mark (seq) written to a
 	// checkpoint row; idle workers write the current one when it lags.
 	persisted uint64
