@@ -126,6 +126,7 @@ type Applier struct {
 	// (fkeys.go, conflicts).
 	uncommitted []int
 	barrierU    *unit
+	fkIdx       *fkIndex // the scheduler's (fkeys.go, readFKs)
 	// persisted is the highest low-water mark (seq) written to a
 	// checkpoint row; idle workers write the current one when it lags.
 	persisted uint64

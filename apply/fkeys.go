@@ -136,18 +136,48 @@ type fkRead struct {
 	err      error
 }
 
+// fkIndex is every foreign key and trigger on the target, read in one scan
+// (information_schema opens every table to list foreign keys: one scan per
+// table would cost each table's first row that much), by lower-case table.
+// It is read again after each DDL (ddl: Stats.DDL when it was read).
+type fkIndex struct {
+	ddl      uint64
+	out, in  map[sluice.TableRef][]schema.ForeignKey
+	triggers map[sluice.TableRef][]schema.Trigger
+}
+
+func lowerRef(r sluice.TableRef) sluice.TableRef {
+	return sluice.TableRef{Schema: strings.ToLower(r.Schema), Name: strings.ToLower(r.Name)}
+}
+
+// readFKs returns ref's foreign keys and triggers. Called by resolve, one
+// at a time (the scheduler's), so a.fkIdx needs no lock.
 func (a *Applier) readFKs(ctx context.Context, ref sluice.TableRef) fkRead {
-	var r fkRead
-	r.out, r.in, r.err = schema.ForeignKeys(ctx, a.db, ref)
-	if r.err != nil {
-		r.err = fmt.Errorf("read the target's foreign keys of %s: %w", ref, r.err)
-		return r
+	a.mu.Lock()
+	ddl := a.stats.DDL
+	a.mu.Unlock()
+	x := a.fkIdx
+	if x == nil || x.ddl != ddl {
+		fks, err := schema.AllForeignKeys(ctx, a.db)
+		if err != nil {
+			return fkRead{err: fmt.Errorf("read the target's foreign keys: %w", err)}
+		}
+		trs, err := schema.AllTriggers(ctx, a.db)
+		if err != nil {
+			return fkRead{err: fmt.Errorf("read the target's triggers: %w", err)}
+		}
+		x = &fkIndex{ddl: ddl, out: map[sluice.TableRef][]schema.ForeignKey{}, in: map[sluice.TableRef][]schema.ForeignKey{}, triggers: map[sluice.TableRef][]schema.Trigger{}}
+		for _, fk := range fks {
+			x.out[lowerRef(fk.Child)] = append(x.out[lowerRef(fk.Child)], fk)
+			x.in[lowerRef(fk.Parent)] = append(x.in[lowerRef(fk.Parent)], fk)
+		}
+		for _, tr := range trs {
+			x.triggers[lowerRef(tr.Table)] = append(x.triggers[lowerRef(tr.Table)], tr)
+		}
+		a.fkIdx = x
 	}
-	r.triggers, r.err = schema.Triggers(ctx, a.db, ref)
-	if r.err != nil {
-		r.err = fmt.Errorf("read the target's triggers on %s: %w", ref, r.err)
-	}
-	return r
+	k := lowerRef(ref)
+	return fkRead{out: x.out[k], in: x.in[k], triggers: x.triggers[k]}
 }
 
 // ErrTargetTriggers: a replicated target table has triggers.

@@ -33,23 +33,23 @@ func Cascades(action string) bool {
 	return true
 }
 
-// ForeignKeys returns the foreign keys of ref (out: ref is the child) and
-// those that reference it (in: ref is the parent; a table that references
-// itself is in both), from information_schema. Constraints of other
-// schemas that reference ref are included: they act on ref's rows all the
-// same.
-func ForeignKeys(ctx context.Context, db *sql.DB, ref sluice.TableRef) (out, in []ForeignKey, err error) {
+// AllForeignKeys returns every foreign key on db outside the system
+// schemas. The server opens every table for it; one scan serves many
+// tables.
+func AllForeignKeys(ctx context.Context, db *sql.DB) ([]ForeignKey, error) {
+	return queryForeignKeys(ctx, db, ` AND k.TABLE_SCHEMA NOT IN ('mysql','information_schema','performance_schema','sys')`)
+}
+
+func queryForeignKeys(ctx context.Context, db *sql.DB, where string, args ...any) ([]ForeignKey, error) {
 	rows, err := db.QueryContext(ctx, `SELECT k.CONSTRAINT_SCHEMA, k.CONSTRAINT_NAME, k.TABLE_SCHEMA, k.TABLE_NAME, k.COLUMN_NAME,
 		k.REFERENCED_TABLE_SCHEMA, k.REFERENCED_TABLE_NAME, k.REFERENCED_COLUMN_NAME, r.DELETE_RULE, r.UPDATE_RULE
 		FROM information_schema.KEY_COLUMN_USAGE k
 		JOIN information_schema.REFERENTIAL_CONSTRAINTS r
 		  ON r.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME AND r.TABLE_NAME = k.TABLE_NAME
-		WHERE k.REFERENCED_TABLE_NAME IS NOT NULL
-		  AND ((k.TABLE_SCHEMA = ? AND k.TABLE_NAME = ?) OR (k.REFERENCED_TABLE_SCHEMA = ? AND k.REFERENCED_TABLE_NAME = ?))
-		ORDER BY k.CONSTRAINT_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION`,
-		ref.Schema, ref.Name, ref.Schema, ref.Name)
+		WHERE k.REFERENCED_TABLE_NAME IS NOT NULL`+where+`
+		ORDER BY k.CONSTRAINT_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION`, args...)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer rows.Close()
 	var all []ForeignKey
@@ -58,7 +58,7 @@ func ForeignKeys(ctx context.Context, db *sql.DB, ref sluice.TableRef) (out, in 
 		var cs, name, col, refCol, del, upd string
 		var child, parent sluice.TableRef
 		if err := rows.Scan(&cs, &name, &child.Schema, &child.Name, &col, &parent.Schema, &parent.Name, &refCol, &del, &upd); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		n := len(all)
 		if n == 0 || lastSchema != cs || all[n-1].Name != name || all[n-1].Child != child {
@@ -70,24 +70,7 @@ func ForeignKeys(ctx context.Context, db *sql.DB, ref sluice.TableRef) (out, in 
 		fk.Columns = append(fk.Columns, col)
 		fk.RefColumns = append(fk.RefColumns, refCol)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	for _, fk := range all {
-		if sameRef(fk.Child, ref) {
-			out = append(out, fk)
-		}
-		if sameRef(fk.Parent, ref) {
-			in = append(in, fk)
-		}
-	}
-	return out, in, nil
-}
-
-// sameRef compares as the query's WHERE did (information_schema compares
-// names without case).
-func sameRef(a, b sluice.TableRef) bool {
-	return strings.EqualFold(a.Schema, b.Schema) && strings.EqualFold(a.Name, b.Name)
+	return all, rows.Err()
 }
 
 // Trigger is one trigger on a table.
@@ -96,11 +79,6 @@ type Trigger struct {
 	Timing       string // BEFORE, AFTER
 	Event        string // INSERT, UPDATE, DELETE
 	Table        sluice.TableRef
-}
-
-// Triggers returns the triggers on ref.
-func Triggers(ctx context.Context, db *sql.DB, ref sluice.TableRef) ([]Trigger, error) {
-	return queryTriggers(ctx, db, ` WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ?`, ref.Schema, ref.Name)
 }
 
 // AllTriggers returns every trigger outside the system schemas.
