@@ -37,14 +37,15 @@ import (
 //     Its group is a barrier: it runs after every earlier group has
 //     committed and before any later group starts (conflicts, chain.go).
 //     A later re-insert of a cascaded-away child key is then ordered
-//     after the cascade. MySQL's WRITESET falls back to commit order for
-//     such transactions too.
+//     after the cascade. (MySQL's WRITESET is coarser: it falls back to
+//     commit order for every change of a table that a key references.)
 //   - Tables linked by a foreign key (either side) are never compacted
 //     (compact.go): compaction reorders a group's changes by kind, which
 //     with the checks on could insert a child before its parent, and it
 //     merges changes that a cascade needs to see one by one.
 //
-// The full copy keeps the checks off (load.Config): it loads a consistent
+// The full copy keeps the checks off (load.Open sets foreign_key_checks=0
+// on its sessions): it loads a consistent
 // snapshot, table by table, in no parent-first order.
 //
 // Foreign keys that reference tables outside the replicated set act on the
@@ -62,7 +63,11 @@ const ddlFKChecks = "foreign_key_checks=0"
 
 // fkRef is one foreign key as seen from one of its two tables: the
 // columns of this table's rows that hold the referenced key, hashed under
-// id (the referenced table and columns) with folds.
+// id (the referenced table and columns) with folds, each side its own
+// column's. MariaDB wants the same character set on both sides; were the
+// collations to fold differently, a missed conflict could only run a
+// child's change before its parent's, which the target refuses (1451,
+// 1452) and the task stops: cascades never depend on these hashes.
 type fkRef struct {
 	id    uint64
 	cols  []int
