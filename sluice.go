@@ -223,10 +223,15 @@ func (k ChangeKind) String() string {
 // RowChange is one row's change. Before is set for Update and Delete, After
 // for Insert and Update; values are in column order of Table.
 type RowChange struct {
-	Kind   ChangeKind
-	Table  *Table
-	Before []any
-	After  []any
+	Kind ChangeKind
+	// NoFKChecks: the source session ran with foreign_key_checks=0 (the
+	// rows event's NO_FOREIGN_KEY_CHECKS flag), so the source neither
+	// checked nor cascaded this change's foreign keys, and a replica
+	// applies it the same way.
+	NoFKChecks bool
+	Table      *Table
+	Before     []any
+	After      []any
 }
 
 // Txn is one source transaction, in source commit order.

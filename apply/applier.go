@@ -37,6 +37,9 @@ type unit struct {
 	// conflicted: counted in Stats.Conflicts (it overlapped the groups of
 	// two workers, or RelaxedOrder's window was full, when it was to go).
 	conflicted bool
+	// barrier: a change in it makes the target cascade through a foreign
+	// key, so it conflicts with every other group (fkeys.go).
+	barrier bool
 }
 
 // Stats are the applier's counters.
@@ -121,6 +124,13 @@ type Applier struct {
 	// ahead are groups committed past the low-water mark (nextCommit-1),
 	// by seq: possible only with RelaxedOrder.
 	ahead map[uint64]aheadUnit
+
+	// uncommitted counts each worker's dispatched groups not yet
+	// committed; barrierU is the barrier group not yet committed, if any
+	// (fkeys.go, conflicts).
+	uncommitted []int
+	barrierU    *unit
+	fkIdx       *fkIndex // the scheduler's (fkeys.go, readFKs)
 	// persisted is the highest low-water mark (seq) written to a
 	// checkpoint row; idle workers write the current one when it lags.
 	persisted uint64
@@ -272,12 +282,17 @@ func (a *Applier) openConn(ctx context.Context) (*sql.Conn, error) {
 		return nil, fmt.Errorf("open target connection: %w", err)
 	}
 	// READ COMMITTED avoids gap locks between workers that touch different
-	// rows; foreign keys are checked on the source already, and parallel
-	// workers may insert a child before its parent's commit becomes
-	// visible; rowSQLMode makes every value the target cannot store as
-	// given an error.
+	// rows; rowSQLMode makes every value the target cannot store as given
+	// an error. Foreign keys are checked, as a MariaDB replica checks them:
+	// the source does not binlog what its cascades change, so the target
+	// must run them itself (fkeys.go); a rows event from a source session
+	// without the checks turns them off for its rows (batch.go, fkFor).
+	// CHECK constraints are not checked again: the source checked them, or
+	// its session turned them off, and a replica stores what the source
+	// stored either way (issue 29, N13). The variable is MariaDB's (10.2.1
+	// on), hence the versioned comment, which other servers skip.
 	_, err = c.ExecContext(ctx, fmt.Sprintf("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; "+
-		"SET SESSION sql_mode='%s', foreign_key_checks=0, "+
+		"SET SESSION sql_mode='%s', foreign_key_checks=1, /*M!100201 check_constraint_checks=0, */"+
 		"innodb_lock_wait_timeout=%d, time_zone='+00:00', autocommit=1", rowSQLMode, int(a.cfg.LockWaitTimeout/time.Second)))
 	if err != nil {
 		c.Close()
@@ -635,6 +650,9 @@ func (s *scheduler) add(ctx context.Context, t *txn) error {
 			return err
 		}
 		u.keys = addWriteset(u.keys, info, c, &s.h)
+		if info.fk.barrier(c) {
+			u.barrier = true
+		}
 	}
 	u.txns = append(u.txns, t)
 	u.bytes += t.bytes
@@ -695,6 +713,13 @@ func (s *scheduler) dispatchOpen(ctx context.Context) error {
 	}
 	a.lastSeq++
 	u.seq = a.lastSeq
+	if a.uncommitted == nil {
+		a.uncommitted = make([]int, len(a.workers))
+	}
+	a.uncommitted[u.worker]++
+	if u.barrier {
+		a.barrierU = u
+	}
 	if n := int(a.lastSeq + 1 - a.nextCommit); n > a.stats.MaxInFlight {
 		a.stats.MaxInFlight = n
 	}
@@ -759,6 +784,10 @@ func (a *Applier) committed(seq uint64, u *unit, end sluice.Position, txns, rows
 			if a.owner[k] == u {
 				delete(a.owner, k)
 			}
+		}
+		a.uncommitted[u.worker]--
+		if a.barrierU == u {
+			a.barrierU = nil
 		}
 	}
 	if seq == a.nextCommit {

@@ -124,6 +124,30 @@ type batchWriter struct {
 	// the batch that carries the COMMIT.
 	clock *stagetime.Clock
 	final bool
+	// fkOff: the changes written last turned foreign_key_checks off
+	// (RowChange.NoFKChecks); fkDirty: the session may have the checks
+	// off, until a batch that ends with them on succeeds or rollback
+	// turns them on again (fkFor).
+	fkOff, fkDirty bool
+}
+
+// fkFor makes the statements written next run with foreign_key_checks as
+// the source session had them (off: its rows event carried the
+// NO_FOREIGN_KEY_CHECKS flag), as a MariaDB replica sets the variable per
+// rows event. The session is left with the checks on at the end of every
+// target transaction (fkFor(false) before the commit) and by rollback.
+func (b *batchWriter) fkFor(off bool) {
+	if off == b.fkOff {
+		return
+	}
+	b.sep()
+	if off {
+		b.buf = append(b.buf, "SET SESSION foreign_key_checks=0"...)
+		b.fkDirty = true
+	} else {
+		b.buf = append(b.buf, "SET SESSION foreign_key_checks=1"...)
+	}
+	b.fkOff = off
 }
 
 // start empties the buffer and begins a target transaction.
@@ -217,6 +241,7 @@ func (b *batchWriter) genCheck(i int, st *rowStmt) {
 }
 
 func (b *batchWriter) change(ctx context.Context, c *sluice.RowChange, info *tableInfo) error {
+	b.fkFor(c.NoFKChecks)
 	if info.spec.HasGenerated() && c.Kind != sluice.Delete {
 		return b.genChange(ctx, c, info)
 	}
@@ -335,6 +360,8 @@ func (b *batchWriter) exec(ctx context.Context) error {
 	b.clock.Leave(state, t0)
 	if err != nil {
 		err = b.explain(ctx, err)
+	} else {
+		b.fkDirty = b.fkOff // the whole batch ran: the session is as written
 	}
 	if cap(b.buf) > 4*b.a.cfg.BatchBytes {
 		b.buf = nil // do not keep a huge buffer after an outsized row
@@ -385,7 +412,12 @@ func (b *batchWriter) countMissing(counts []int64) {
 
 func (b *batchWriter) rollback() {
 	b.reset()
-	_, _ = b.conn.ExecContext(context.Background(), "ROLLBACK")
+	q := "ROLLBACK"
+	if b.fkDirty || b.fkOff {
+		q += ";SET SESSION foreign_key_checks=1"
+	}
+	b.fkOff, b.fkDirty = false, false
+	_, _ = b.conn.ExecContext(context.Background(), q)
 }
 
 // checkFailed matches the server's message for a failed check: which

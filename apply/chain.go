@@ -91,9 +91,25 @@ func (s *scheduler) wouldWait() bool {
 
 // conflicts returns the worker whose uncommitted groups u overlaps (w1,
 // or -1) and, if it overlaps those of another worker too, one such other
-// worker (w2, or -1). Called with a.mu held.
+// worker (w2, or -1). A barrier group (fkeys.go) overlaps every group:
+// every later group overlaps it until it commits, and it overlaps every
+// uncommitted group. Called with a.mu held.
 func (a *Applier) conflicts(u *unit) (w1, w2 int) {
 	w1, w2 = -1, -1
+	if b := a.barrierU; b != nil && b != u {
+		w1 = b.worker
+	}
+	if u.barrier {
+		for i, n := range a.uncommitted {
+			if n > 0 {
+				if w1 < 0 || w1 == i {
+					w1 = i
+				} else {
+					return w1, i
+				}
+			}
+		}
+	}
 	for _, k := range u.keys {
 		if o := a.owner[k]; o != nil {
 			if w1 < 0 || w1 == o.worker {

@@ -14,8 +14,10 @@ import (
 // changes of a whole group can be reduced to one statement per row and
 // reordered: all DELETEs first (batched), then UPDATEs, then INSERTs
 // (multi-row). Rows of such a table are distinct by primary key, so these
-// statements cannot collide; tables are independent because foreign keys
-// are not checked while applying. A delete followed by an insert of the
+// statements cannot collide; tables are independent because a table that
+// a foreign key links to another (either side) is never compacted: its
+// changes stay in source order, where the checks and cascades see them as
+// the source did (fkeys.go). A delete followed by an insert of the
 // same key (sysbench's write-only pattern) becomes a single UPDATE.
 //
 // Anything unexpected (an insert of a row already present, a change of a
@@ -114,9 +116,10 @@ func (c *compactor) add(h uint64, key []byte, r netRow) {
 	c.order = append(c.order, p)
 }
 
-// compactable: a primary key and no other unique key.
+// compactable: a primary key and no other unique key, and no foreign key
+// either way.
 func compactable(info *tableInfo) bool {
-	return !info.spec.Keyless && len(info.keys) == 1 && len(info.spec.Key) == len(info.keys[0])
+	return !info.spec.Keyless && len(info.keys) == 1 && len(info.spec.Key) == len(info.keys[0]) && !info.fk.linked()
 }
 
 // rowKey appends to b what identifies a row: table and primary key values,

@@ -61,6 +61,7 @@ func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {
 
 func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	a := b.a
+	b.bw.fkFor(false)
 	b.bw.sep()
 	b.bw.buf = a.appendCheckpoint(b.bw.buf, serialWorker, a.baseSeq+b.seq, end, appendRanges(nil, end, a.inherited))
 	b.bw.buf = append(b.bw.buf, ";COMMIT"...)

@@ -100,6 +100,7 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 		return w.wrap(u, err)
 	}
 	last := u.txns[len(u.txns)-1]
+	b.fkFor(false)
 	b.sep()
 	a.mu.Lock()
 	turn := a.nextCommit == u.seq

@@ -25,6 +25,9 @@ type tableInfo struct {
 	folds [][]*keyFold
 	// id seeds the key hashes so equal values in different tables differ.
 	id uint64
+	// fk: the table's foreign keys in both directions (fkeys.go); nil
+	// when it has none.
+	fk *fkInfo
 }
 
 var hashSeed = maphash.MakeSeed()
@@ -50,8 +53,10 @@ func (a *Applier) resolve(ctx context.Context, t *sluice.Table) (*tableInfo, err
 		f, err := a.foldsFor(ctx, t.Ref.Schema, t.Ref.Name)
 		fc <- foldsRead{f, err}
 	}()
+	xc := make(chan fkRead, 1)
+	go func() { xc <- a.readFKs(ctx, t.Ref) }()
 	tgt, err := schema.Inspect(ctx, a.db, t.Ref)
-	fr := <-fc
+	fr, xr := <-fc, <-xc
 	if err != nil {
 		if errors.Is(err, sluice.ErrUnknownTable) {
 			return nil, &sluice.Error{Op: "apply rows to " + t.Ref.String(), Err: err,
@@ -107,7 +112,14 @@ func (a *Applier) resolve(ctx context.Context, t *sluice.Table) (*tableInfo, err
 	if fr.err != nil {
 		return nil, fr.err
 	}
+	if xr.err != nil {
+		return nil, xr.err
+	}
+	if len(xr.triggers) > 0 {
+		return nil, triggersError(t.Ref, xr.triggers)
+	}
 	folds := fr.folds
+	info.fk = buildFK(&eff, t.Ref, xr, folds)
 	for _, k := range info.keys {
 		fk := make([]*keyFold, len(k))
 		for p, ci := range k {
@@ -126,6 +138,7 @@ func (a *Applier) resolve(ctx context.Context, t *sluice.Table) (*tableInfo, err
 // addWriteset appends the key hashes of one row change. A table without
 // any key contributes one table-wide key, so its changes apply serially.
 func addWriteset(keys []uint64, info *tableInfo, c *sluice.RowChange, h *maphash.Hash) []uint64 {
+	keys = addFKWriteset(keys, info.fk, c, h)
 	if info.spec.Keyless || len(info.keys) == 0 {
 		return append(keys, info.id)
 	}

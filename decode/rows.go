@@ -359,16 +359,19 @@ func (d *Decoder) rows(et replication.EventType, e *replication.RowsEvent, pos s
 			convertRow(r, ent.conv, ent.fixedLen)
 		}
 	}
+	// MariaDB's replica sets foreign_key_checks from each rows event's
+	// flags (Rows_log_event::do_apply_event); so does the applier, per change.
+	noFK := e.Flags&replication.NO_FOREIGN_KEY_CHECKS_F != 0
 	var changes []sluice.RowChange
 	if kind == sluice.Update {
 		changes = make([]sluice.RowChange, 0, len(e.Rows)/2)
 		for i := 0; i+1 < len(e.Rows); i += 2 {
-			changes = append(changes, sluice.RowChange{Kind: kind, Table: ent.table, Before: e.Rows[i], After: e.Rows[i+1]})
+			changes = append(changes, sluice.RowChange{Kind: kind, NoFKChecks: noFK, Table: ent.table, Before: e.Rows[i], After: e.Rows[i+1]})
 		}
 	} else {
 		changes = make([]sluice.RowChange, len(e.Rows))
 		for i, r := range e.Rows {
-			changes[i] = sluice.RowChange{Kind: kind, Table: ent.table}
+			changes[i] = sluice.RowChange{Kind: kind, NoFKChecks: noFK, Table: ent.table}
 			if kind == sluice.Insert {
 				changes[i].After = r
 			} else {

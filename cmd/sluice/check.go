@@ -41,8 +41,9 @@ func newCheckCmd() *cobra.Command {
 		Long: `check runs the checks migrate runs before it copies anything: the source's
 connection, privileges, binlog settings (log_bin, ROW format, FULL row
 image), GTIDs, binlog retention, server-id, the selected tables' keys, the
-target's connection, privileges and read_only, and the free disk for the
-relay log. One line per check: pass, warn or fail, with the fix. Exit 0
+target's connection, privileges and read_only, triggers on the target
+tables (refused: they would fire for copied and replicated rows), and the
+free disk for the relay log. One line per check: pass, warn or fail, with the fix. Exit 0
 when nothing fails, 1 when a check fails.`,
 		Example: `  sluice check --config task.yaml
   sluice check --config task.yaml --mode full   # only what a copy alone needs`,
@@ -180,6 +181,9 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 		defer dst.Close()
 		add(checkResult{Name: "target connection", Status: "pass", Detail: cfg.Target.String()})
 		add(targetWritable(ctx, dst, cfg))
+		if src != nil {
+			add(targetTriggers(ctx, src, dst, cfg))
+		}
 		if src != nil && mode != "incremental" {
 			add(targetTables(ctx, src, dst, cfg))
 		}
