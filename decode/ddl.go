@@ -12,17 +12,6 @@ import (
 	"github.com/sluice-db/sluice/schema"
 )
 
-// Statements that reach the binlog as Query events but change no table
-// shape. They are skipped even when the TiDB parser cannot read them.
-var nonDDLPrefixes = []string{
-	"GRANT", "REVOKE", "CREATE USER", "DROP USER", "ALTER USER", "RENAME USER", "CREATE ROLE", "DROP ROLE",
-	"SET ", "FLUSH", "ANALYZE", "OPTIMIZE", "REPAIR", "CHECK", "INSTALL", "UNINSTALL",
-	"CREATE DEFINER", "CREATE OR REPLACE DEFINER", "CREATE TRIGGER", "DROP TRIGGER", "CREATE PROCEDURE", "DROP PROCEDURE",
-	"CREATE FUNCTION", "DROP FUNCTION", "CREATE EVENT", "ALTER EVENT", "DROP EVENT", "XA ",
-	"CREATE VIEW", "CREATE OR REPLACE VIEW", "ALTER VIEW", "DROP VIEW", "CREATE SERVER", "DROP SERVER",
-	"/*", "#",
-}
-
 func (d *Decoder) unsupported(pos sluice.Position, q string, err error) error {
 	if !errors.Is(err, sluice.ErrUnsupportedDDL) {
 		err = fmt.Errorf("%w: %v", sluice.ErrUnsupportedDDL, err)
@@ -66,11 +55,6 @@ func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32, g
 	d.ddlTables = nil
 	stmts, err := d.tracker.Parse(q)
 	if err != nil {
-		for _, p := range nonDDLPrefixes {
-			if hasPrefixFold(q, p) {
-				return nil
-			}
-		}
 		if defaultSchema != "" && !d.schemaSelected(defaultSchema) && !mentionsSelected(q, d) {
 			return nil
 		}

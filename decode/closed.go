@@ -1,0 +1,125 @@
+package decode
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/sluice-db/sluice"
+)
+
+// The closed world of event types. Feed handles the events that carry
+// data (GTID, Query, XID, table map, rows, MySQL's transaction payload);
+// other places every remaining type a MariaDB 10.11 or MySQL source can
+// write (MariaDB's sql/log_event.h, enum Log_event_type) into one of two
+// lists, and refuses the rest by name. A type added by a later server is
+// then a visible stop, not a silent divergence.
+
+// other handles an event Feed has no case for, by its header's type.
+func (d *Decoder) other(ev *replication.BinlogEvent, pos sluice.Position, ts uint32) error {
+	t := ev.Header.EventType
+	switch t {
+	case replication.FORMAT_DESCRIPTION_EVENT, replication.ROTATE_EVENT, replication.STOP_EVENT,
+		replication.HEARTBEAT_EVENT, replication.HEARTBEAT_LOG_EVENT_V2,
+		replication.PREVIOUS_GTIDS_EVENT, replication.MARIADB_GTID_LIST_EVENT,
+		replication.MARIADB_BINLOG_CHECKPOINT_EVENT:
+		// Where the binlog is and what it holds, no change: the reader
+		// and the relay keep positions and GTID sets.
+		return nil
+	case replication.MARIADB_ANNOTATE_ROWS_EVENT, replication.ROWS_QUERY_EVENT, replication.IGNORABLE_EVENT:
+		// Comments on the row events that follow (the statement's text).
+		// The relay reader may pass them over unread (a nil Event).
+		return nil
+	case replication.MARIADB_START_ENCRYPTION_EVENT:
+		// The source encrypts its binlog files; it sends the events
+		// decrypted over the replication protocol, so what follows in
+		// the relay is plain.
+		return nil
+	case replication.INTVAR_EVENT, replication.RAND_EVENT, replication.USER_VAR_EVENT:
+		// Session values (LAST_INSERT_ID, INSERT_ID, the RAND seed, a
+		// user variable) for the next statement logged as text. Only a
+		// statement that writes rows reads them, and such a statement is
+		// refused (statementDML): nothing to apply them to.
+		return nil
+	case replication.BEGIN_LOAD_QUERY_EVENT, replication.APPEND_BLOCK_EVENT, replication.DELETE_FILE_EVENT:
+		// The file of a LOAD DATA logged as a statement (and its removal
+		// when the LOAD failed): the Execute_load_query event that uses
+		// it is refused.
+		return nil
+	case replication.EXECUTE_LOAD_QUERY_EVENT:
+		if d.cfg.Handle != nil {
+			if h := d.cfg.Handle(d.gtid, pos); h != nil && h.Skip {
+				return nil
+			}
+		}
+		// go-mysql does not decode the statement's text.
+		return d.statementDML(pos, "LOAD DATA ... (Execute_load_query)")
+	case replication.XA_PREPARE_LOG_EVENT:
+		e, ok := ev.Event.(*replication.GenericEvent)
+		if !ok {
+			return fmt.Errorf("decode XA PREPARE at %s: event decoded as %T", posString(pos), ev.Event)
+		}
+		return d.xaPrepare(e, pos, ts)
+	case replication.INCIDENT_EVENT:
+		return d.refuseEvent(ev, pos, "an incident: the source wrote that its binlog lacks changes (e.g. LOST_EVENTS)",
+			"the source's binlog is incomplete here, as a MariaDB replica would stop too: copy the tables again (sluice migrate --mode all) from a snapshot taken after this position")
+	}
+	if ev.Header.Flags&replication.LOG_EVENT_IGNORABLE_F != 0 {
+		// The source marked it as safe for a replica that does not know
+		// it (MySQL's ignorable events).
+		return nil
+	}
+	return d.refuseEvent(ev, pos, fmt.Sprintf("a binlog event of type %s (%d), which sluice does not know", t, byte(t)),
+		"a MariaDB replica may handle it; report it, and copy the tables again from a snapshot taken after this position")
+}
+
+// refuseEvent is the stop for an event sluice cannot apply exactly.
+func (d *Decoder) refuseEvent(ev *replication.BinlogEvent, pos sluice.Position, what, hint string) error {
+	return &sluice.Error{
+		Op:   fmt.Sprintf("replicate the event ending at %s (GTID %s)", posString(pos), d.gtidOrNone()),
+		Err:  fmt.Errorf("%w: %s", sluice.ErrUnsupportedEvent, what),
+		Hint: hint,
+	}
+}
+
+// refuseStatement is the stop for a statement sluice cannot apply exactly;
+// it quotes the whole statement on one line.
+func (d *Decoder) refuseStatement(pos sluice.Position, q, what, hint string) error {
+	return &sluice.Error{
+		Op:   fmt.Sprintf("replicate the statement at %s (GTID %s): %s", posString(pos), d.gtidOrNone(), oneLine(q)),
+		Err:  fmt.Errorf("%w: %s", sluice.ErrUnsupportedEvent, what),
+		Hint: hint,
+	}
+}
+
+// statementDML refuses a row change logged as a statement (a session in
+// binlog_format STATEMENT or MIXED): the binlog holds the statement, not
+// its rows, and running it again on the target may change other rows
+// than on the source.
+func (d *Decoder) statementDML(pos sluice.Position, q string) error {
+	return &sluice.Error{
+		Op: fmt.Sprintf("replicate the statement at %s (GTID %s): %s", posString(pos), d.gtidOrNone(), oneLine(q)),
+		Err: fmt.Errorf("%w: a row change logged as a statement (the session ran with binlog_format STATEMENT or MIXED), so the binlog holds no rows",
+			sluice.ErrBinlogFormat),
+		Hint: "make every session write rows (SET GLOBAL binlog_format=ROW, in my.cnf too, and no SET SESSION binlog_format in the application), " +
+			"apply this statement's change to the target by hand, then run " + skipHint(pos) + " and start the task again",
+	}
+}
+
+// skipHint is the command that goes past the statement at pos.
+func skipHint(pos sluice.Position) string {
+	return "sluice skip --config TASK --position " + posString(pos)
+}
+
+func (d *Decoder) gtidOrNone() string {
+	if d.gtid == "" {
+		return "none"
+	}
+	return d.gtid
+}
+
+// oneLine is q with its runs of white space made one space, whole.
+func oneLine(q string) string {
+	return strings.Join(strings.Fields(q), " ")
+}
