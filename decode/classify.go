@@ -11,14 +11,14 @@ type stmtClass uint8
 
 const (
 	// classUnknown: not recognised. It stops the task.
-	classUnknown stmtClass = iota
-	classBegin             // BEGIN, START TRANSACTION
-	classCommit            // COMMIT
-	classRollback          // ROLLBACK (the whole transaction)
-	classSavepoint         // SAVEPOINT name
-	classRollbackTo        // ROLLBACK [WORK] TO [SAVEPOINT] name
-	classRelease           // RELEASE SAVEPOINT name
-	classXA                // XA START / END / PREPARE / COMMIT / ROLLBACK
+	classUnknown    stmtClass = iota
+	classBegin                // BEGIN, START TRANSACTION
+	classCommit               // COMMIT
+	classRollback             // ROLLBACK (the whole transaction)
+	classSavepoint            // SAVEPOINT name
+	classRollbackTo           // ROLLBACK [WORK] TO [SAVEPOINT] name
+	classRelease              // RELEASE SAVEPOINT name
+	classXA                   // XA START / END / PREPARE / COMMIT / ROLLBACK
 	// classDML: a statement that changes rows, logged as text: a session
 	// in binlog_format STATEMENT or MIXED. Its rows are not in the binlog,
 	// so it cannot be replicated row by row.

@@ -349,6 +349,11 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 
 // savepoint emits a savepoint statement of the open transaction.
 func (d *Decoder) savepoint(op sluice.SavepointOp, name string, ts uint32) {
+	if d.cfg.Handle != nil && d.gtid != "" {
+		if h := d.cfg.Handle(d.gtid, sluice.Position{}); h != nil && h.Skip {
+			return // sluice skip of the transaction: its rows are gone too
+		}
+	}
 	d.out = append(d.out, sluice.StreamItem{Kind: sluice.ItemSavepoint, GTID: d.gtid, Timestamp: ts, Savepoint: sluice.Savepoint{Op: op, Name: name}})
 }
 
