@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -128,3 +130,16 @@ func (b *batchWriter) findFailing(ctx context.Context, num uint16) *rowStmt {
 	}
 	return nil
 }
+
+// ddlFailedHint is the fix for a DDL statement the target refused (N15).
+// A plain restart runs the same statement again, so the hint says what to
+// change first, or names the statement's position for sluice replace and
+// sluice skip.
+func ddlFailedHint(it sluice.StreamItem) string {
+	p := it.End.File + ":" + strconv.FormatUint(uint64(it.End.Pos), 10)
+	return "make the target accept the statement, then start the task again (it runs the statement again); or, with the task stopped, run sluice replace --config TASK --position " + p +
+		" --sql '<a statement the target accepts>' in its place, or make the change on the target by hand and run sluice skip --config TASK --position " + p + ", then start the task again"
+}
+
+// fullSQL is a statement for a message: whole, on one line (N16).
+func fullSQL(q string) string { return strings.Join(strings.Fields(q), " ") }

@@ -178,8 +178,8 @@ func (a *Applier) runDDL(ctx context.Context, it sluice.StreamItem, tolerant boo
 			if tolerant && errors.As(err, &me) && alreadyDone[me.Number] {
 				continue
 			}
-			return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, shortSQL(q), err),
-				Hint: "make the target accept the statement (or apply the change by hand), then restart the task"}
+			return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, fullSQL(q), err),
+				Hint: ddlFailedHint(it)}
 		}
 	}
 	return nil

@@ -123,3 +123,39 @@ func (d *Decoder) gtidOrNone() string {
 func oneLine(q string) string {
 	return strings.Join(strings.Fields(q), " ")
 }
+
+// partialImage refuses a row event without every column (N17). sluice
+// checks the source's global binlog_row_image at the start, so the image
+// came from a session that set MINIMAL or NOBLOB for itself (or from a
+// global changed since): the fix is in the sessions, and the transaction
+// itself can only be skipped after applying it by hand, since its rows
+// lack the columns it did not change.
+func (d *Decoder) partialImage(table sluice.TableRef, pos sluice.Position) error {
+	skip := "sluice skip --config TASK --gtid " + d.gtid
+	if d.gtid == "" {
+		skip = "copy the table again"
+	}
+	return &sluice.Error{
+		Op:  fmt.Sprintf("decode rows of %s in transaction %s at %s", table, d.gtidOrNone(), posString(pos)),
+		Err: fmt.Errorf("%w: the row event lacks columns (binlog_row_image MINIMAL or NOBLOB)", sluice.ErrBinlogFormat),
+		Hint: "the session that wrote this transaction set binlog_row_image for itself even if the global is FULL: remove SET SESSION binlog_row_image " +
+			"(and any init_connect or connection pool setting of it) from the application, SET GLOBAL binlog_row_image=FULL and keep it in my.cnf, reconnect the sessions; " +
+			"then apply this transaction's changes to the target by hand and run " + skip + " before starting the task again",
+	}
+}
+
+// unsupportedHint is the fix for a DDL statement the decoder refuses. A
+// kind of change the schema tracker never replicates (partitioning,
+// tablespaces) would be refused again in sluice replace, which reads its
+// statements the same way: only skip is offered for those (N16).
+func unsupportedHint(pos sluice.Position, q string) string {
+	p := posString(pos)
+	for _, w := range words(q, 1<<16) {
+		switch w.w {
+		case "PARTITION", "PARTITIONS", "PARTITIONING", "TABLESPACE":
+			return "sluice does not replicate this kind of change (partitioning and tablespaces leave columns and keys as they are): with the task stopped, " +
+				"make the change on the target by hand if you want it there, run sluice skip --config TASK --position " + p + ", then start the task again"
+		}
+	}
+	return "with the task stopped, run sluice replace --config TASK --position " + p + " --sql '<the equivalent DDL>' (or sluice skip --config TASK --position " + p + " after making the change on the target by hand), then start the task again; or exclude the table"
+}

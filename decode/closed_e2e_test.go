@@ -153,3 +153,69 @@ func TestStatementFormatDMLStops(t *testing.T) {
 		})
 	}
 }
+
+// N15: a DDL the target refuses names the statement's position for
+// sluice skip (a plain restart runs the same statement again), and
+// following the hint gets the task past it.
+func TestTargetDDLFailureNamesSkip(t *testing.T) {
+	db := "ddlfail"
+	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
+	execConn(t, src, "DROP DATABASE IF EXISTS "+db)
+	execConn(t, dst, "DROP DATABASE IF EXISTS "+db)
+	start := masterStatus(t, src)
+	execConn(t, src, "CREATE DATABASE "+db, "CREATE TABLE "+db+".t (id INT PRIMARY KEY, v INT)", "INSERT INTO "+db+".t VALUES (1,1),(2,2)")
+	dir := t.TempDir()
+	withDir := func(c *replicate.Config) { c.Dir = dir }
+	r := startTaskWith(t, "ddlfail", start, withDir, db)
+	r.waitApplied(t, masterStatus(t, src))
+	execConn(t, dst, "UPDATE "+db+".t SET v=1 WHERE id=2") // the target now holds a duplicate v
+	execConn(t, src, "ALTER TABLE "+db+".t ADD UNIQUE KEY uv (v)")
+	ddlEnd := masterStatus(t, src)
+	msg := r.waitStopped(t).Error()
+	t.Log(msg)
+	p := fmt.Sprintf("%s:%d", ddlEnd.File, ddlEnd.Pos)
+	for _, want := range []string{"sluice skip --config TASK --position " + p, "ALTER TABLE", "Duplicate entry"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q", want)
+		}
+	}
+	// Follow the hint: skip the statement, start again, and the rows after
+	// it arrive.
+	if err := replicate.AddHandle(dir, replicate.Handle{Position: p, Action: "skip"}); err != nil {
+		t.Fatal(err)
+	}
+	r2 := startTaskWith(t, "ddlfail", start, withDir, db)
+	execConn(t, src, "INSERT INTO "+db+".t VALUES (3,3)")
+	r2.waitApplied(t, masterStatus(t, src))
+	var n int
+	if err := dst.QueryRow("SELECT COUNT(*) FROM " + db + ".t WHERE id=3").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("row after the skipped DDL: %d %v", n, err)
+	}
+}
+
+// N17: a session's own MINIMAL row image, with the global FULL, gets a fix
+// that names the session setting and the transaction to skip.
+func TestSessionRowImageFix(t *testing.T) {
+	db := "rowimage"
+	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
+	execConn(t, src, "DROP DATABASE IF EXISTS "+db)
+	execConn(t, dst, "DROP DATABASE IF EXISTS "+db)
+	start := masterStatus(t, src)
+	execConn(t, src, "CREATE DATABASE "+db, "CREATE TABLE "+db+".t (id INT PRIMARY KEY, v INT, w INT)", "INSERT INTO "+db+".t VALUES (1,1,1)")
+	r := startTask(t, "rowimage", start, db)
+	execConn(t, src, "SET SESSION binlog_row_image=MINIMAL", "UPDATE "+db+".t SET v=5 WHERE id=1")
+	var gtid, global string
+	if err := src.QueryRow("SELECT @@gtid_binlog_pos, @@global.binlog_row_image").Scan(&gtid, &global); err != nil {
+		t.Fatal(err)
+	}
+	if global != "FULL" {
+		t.Fatalf("the source's global binlog_row_image is %s", global)
+	}
+	msg := r.waitStopped(t).Error()
+	t.Log(msg)
+	for _, want := range []string{"SET SESSION binlog_row_image", "sluice skip --config TASK --gtid " + gtid, "rowimage.t"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q", want)
+		}
+	}
+}

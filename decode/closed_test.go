@@ -142,3 +142,36 @@ func TestQueryInRowTransaction(t *testing.T) {
 		}
 	}
 }
+
+// N16: an unsupported DDL's message quotes the whole statement, and for
+// partitioning (which sluice replace would refuse the same way) offers
+// sluice skip only.
+func TestUnsupportedDDLMessage(t *testing.T) {
+	d, err := New(DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := "CREATE TABLE t (id INT PRIMARY KEY, a_rather_long_column_name_one INT, a_rather_long_column_name_two INT, a_rather_long_column_name_three INT)"
+	if _, err := d.Feed(gtidEvent(1, replication.BINLOG_MARIADB_FL_STANDALONE|replication.BINLOG_MARIADB_FL_DDL), sluice.Position{File: "f", Pos: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Feed(queryEvent("db", create), sluice.Position{File: "f", Pos: 20}); err != nil {
+		t.Fatal(err)
+	}
+	part := "ALTER TABLE t PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), PARTITION p2 VALUES LESS THAN MAXVALUE)"
+	if _, err := d.Feed(gtidEvent(2, replication.BINLOG_MARIADB_FL_STANDALONE|replication.BINLOG_MARIADB_FL_DDL), sluice.Position{File: "f", Pos: 30}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Feed(queryEvent("db", part), sluice.Position{File: "f", Pos: 40})
+	if !errors.Is(err, sluice.ErrUnsupportedDDL) {
+		t.Fatalf("got %v, want ErrUnsupportedDDL", err)
+	}
+	msg := err.Error()
+	t.Log(msg)
+	if !strings.Contains(msg, part) || strings.Contains(msg, "...") {
+		t.Errorf("the statement is not quoted whole: %s", msg)
+	}
+	if !strings.Contains(msg, "sluice skip --config TASK --position f:40") || strings.Contains(msg, "sluice replace") {
+		t.Errorf("the fix for partitioning must name skip and not replace: %s", msg)
+	}
+}

@@ -17,18 +17,10 @@ func (d *Decoder) unsupported(pos sluice.Position, q string, err error) error {
 		err = fmt.Errorf("%w: %v", sluice.ErrUnsupportedDDL, err)
 	}
 	return &sluice.Error{
-		Op:   fmt.Sprintf("replicate DDL at %s (%s)", posString(pos), shorten(q, 120)),
+		Op:   fmt.Sprintf("replicate DDL at %s (%s)", posString(pos), oneLine(q)),
 		Err:  err,
-		Hint: "with the task stopped, run sluice replace --config TASK --position " + posString(pos) + " --sql '<the equivalent DDL>' (or sluice skip --config TASK --position " + posString(pos) + " after making the change on the target by hand), then start the task again; or exclude the table",
+		Hint: unsupportedHint(pos, q),
 	}
-}
-
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }
 
 func (d *Decoder) schemaSelected(s string) bool {

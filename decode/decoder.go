@@ -380,7 +380,7 @@ func (d *Decoder) createSelect(defaultSchema, q string, pos sluice.Position, ts 
 		if errors.As(err, &se) && errors.Is(err, sluice.ErrUnsupportedDDL) {
 			// The statement's rows follow it in the same transaction: the
 			// plain DDL hint (resume after the statement) would lose them.
-			se.Op = "replicate CREATE TABLE ... SELECT (GTID " + d.gtid + ") at " + posString(pos) + " (" + shorten(q, 120) + ")"
+			se.Op = "replicate CREATE TABLE ... SELECT (GTID " + d.gtid + ") at " + posString(pos) + " (" + oneLine(q) + ")"
 			se.Hint = "create the table on the target by hand and copy its rows as they were after this transaction, then resume from the position after the whole transaction; or exclude the table"
 		}
 		return err
