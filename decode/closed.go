@@ -5,8 +5,10 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/schema"
 )
 
 // The closed world of event types. Feed handles the events that carry
@@ -159,3 +161,45 @@ func unsupportedHint(pos sluice.Position, q string) string {
 	}
 	return "with the task stopped, run sluice replace --config TASK --position " + p + " --sql '<the equivalent DDL>' (or sluice skip --config TASK --position " + p + " after making the change on the target by hand), then start the task again; or exclude the table"
 }
+
+// dmlOutside reports whether a row change logged as a statement names only
+// tables outside the replicated set, so that a task that does not
+// replicate them can pass over it. A statement sluice cannot parse, or
+// one that names a replicated table, is not outside. (A trigger or stored
+// function it fires that writes a replicated table is not seen:
+// docs/manual/apply.md says so.)
+func (d *Decoder) dmlOutside(defaultSchema, q string) bool {
+	stmts, err := d.tracker.Parse(q)
+	if err != nil || len(stmts) == 0 {
+		return false
+	}
+	var c tableNames
+	for _, st := range stmts {
+		st.Accept(&c)
+	}
+	if len(c.names) == 0 {
+		return false // SELECT f(), CALL p(): no table, but it may write one
+	}
+	for _, tn := range c.names {
+		ref := schema.RefOf(tn, defaultSchema)
+		if ref.Schema == "" {
+			return false
+		}
+		if !systemSchemas[strings.ToLower(ref.Schema)] && (d.cfg.Selected == nil || d.cfg.Selected(ref)) {
+			return false
+		}
+	}
+	return true
+}
+
+// tableNames collects every table name of a statement.
+type tableNames struct{ names []*ast.TableName }
+
+func (c *tableNames) Enter(n ast.Node) (ast.Node, bool) {
+	if tn, ok := n.(*ast.TableName); ok {
+		c.names = append(c.names, tn)
+	}
+	return n, false
+}
+
+func (c *tableNames) Leave(n ast.Node) (ast.Node, bool) { return n, true }

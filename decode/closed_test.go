@@ -175,3 +175,41 @@ func TestUnsupportedDDLMessage(t *testing.T) {
 		t.Errorf("the fix for partitioning must name skip and not replace: %s", msg)
 	}
 }
+
+// A row change logged as a statement that names only tables the task does
+// not replicate changes nothing it replicates: it is passed over. Any
+// replicated table, or a statement without tables (a function may write
+// one), stops.
+func TestStatementDMLOutsideTask(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Selected = func(r sluice.TableRef) bool { return r.Schema == "app" }
+	cfg.SchemaSelected = func(s string) bool { return s == "app" }
+	for _, c := range []struct {
+		def, q string
+		stop   bool
+	}{
+		{"other", "UPDATE t SET v=1", false},
+		{"app", "UPDATE other.t SET v=1", false},
+		{"app", "DELETE FROM mysql.proxies_priv WHERE 1=0", false},
+		{"app", "UPDATE t SET v=1", true},
+		{"other", "UPDATE app.t SET v=1", true},
+		{"other", "INSERT INTO t SELECT * FROM app.x", true},
+		{"other", "UPDATE t JOIN app.x USING (id) SET t.v=x.v", true},
+		{"other", "SELECT f()", true},
+		{"other", "UPDATE t SET v=v+1 WHERE id IN (SELECT id FROM app.x)", true},
+		{"other", "SET STATEMENT max_statement_time=1 FOR UPDATE app.t SET v=1", true},
+		{"other", "SET STATEMENT max_statement_time=1 FOR UPDATE t SET v=1", false},
+	} {
+		d, err := New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Feed(gtidEvent(3, 0), sluice.Position{File: "f", Pos: 10}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Feed(queryEvent(c.def, c.q), sluice.Position{File: "f", Pos: 50})
+		if c.stop != (err != nil) {
+			t.Errorf("%s: %q: stop %v, got %v", c.def, c.q, c.stop, err)
+		}
+	}
+}

@@ -323,6 +323,9 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 	case classXA:
 		return d.xa(e, q, pos, ts)
 	case classDML:
+		if d.dmlOutside(string(e.Schema), innerStatement(q)) {
+			return nil // changes only tables the task does not replicate
+		}
 		return d.statementDML(pos, q)
 	case classUnknown:
 		return d.refuseStatement(pos, q, "a statement sluice does not know",
