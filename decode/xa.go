@@ -25,6 +25,12 @@ func (d *Decoder) xa(e *replication.QueryEvent, q string, pos sluice.Position, t
 // xaPrepare handles the XA_PREPARE_LOG_EVENT that ends the first phase of
 // an XA transaction (go-mysql leaves its body undecoded).
 func (d *Decoder) xaPrepare(e *replication.GenericEvent, pos sluice.Position, ts uint32) error {
+	if d.cfg.Handle != nil && d.gtid != "" {
+		if h := d.cfg.Handle(d.gtid, sluice.Position{}); h != nil && h.Skip {
+			d.commit(pos, ts) // sluice skip --gtid: the group ends here, empty
+			return nil
+		}
+	}
 	return d.refuseStatement(pos, "XA PREPARE", "two-phase XA is not supported", xaHint(pos))
 }
 
