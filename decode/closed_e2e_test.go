@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -121,8 +122,11 @@ func TestStatementFormatDMLStops(t *testing.T) {
 			start := masterStatus(t, src)
 			execConn(t, src, "CREATE DATABASE "+db,
 				"CREATE TABLE "+db+".t (id INT PRIMARY KEY, v INT)", "INSERT INTO "+db+".t VALUES (1,1),(2,2)")
-			r := startTask(t, "stmt"+format, start, db)
-			execConn(t, src, "SET SESSION binlog_format="+format, "UPDATE "+db+".t SET v=v+1 WHERE id=1")
+			dir := t.TempDir()
+			withDir := func(c *replicate.Config) { c.Dir = dir }
+			r := startTaskWith(t, "stmt"+format, start, withDir, db)
+			execConn(t, src, "SET SESSION binlog_format="+format, "UPDATE "+db+".t SET v=v+1 WHERE id=1",
+				"SET SESSION binlog_format=ROW") // the pool keeps the session
 			var gtid string
 			if err := src.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
 				t.Fatal(err)
@@ -150,6 +154,19 @@ func TestStatementFormatDMLStops(t *testing.T) {
 			if v != 1 || n != 0 {
 				t.Errorf("target has v=%d for id 1 and %d rows with id 3: something past the refused statement was applied", v, n)
 			}
+			// The fix: the change made by hand, then sluice skip at the
+			// position the message names; the task goes on past it.
+			m := regexp.MustCompile(`sluice skip --config TASK --position (\S+:\d+)`).FindStringSubmatch(msg)
+			if m == nil {
+				t.Fatal("no position to skip")
+			}
+			execConn(t, dst, "UPDATE "+db+".t SET v=v+1 WHERE id=1")
+			if err := replicate.AddHandle(dir, replicate.Handle{Position: m[1], Action: "skip"}); err != nil {
+				t.Fatal(err)
+			}
+			r2 := startTaskWith(t, "stmt"+format, start, withDir, db)
+			r2.waitApplied(t, masterStatus(t, src))
+			sameTables(t, db, "t")
 		})
 	}
 }
@@ -203,7 +220,7 @@ func TestSessionRowImageFix(t *testing.T) {
 	start := masterStatus(t, src)
 	execConn(t, src, "CREATE DATABASE "+db, "CREATE TABLE "+db+".t (id INT PRIMARY KEY, v INT, w INT)", "INSERT INTO "+db+".t VALUES (1,1,1)")
 	r := startTask(t, "rowimage", start, db)
-	execConn(t, src, "SET SESSION binlog_row_image=MINIMAL", "UPDATE "+db+".t SET v=5 WHERE id=1")
+	execConn(t, src, "SET SESSION binlog_row_image=MINIMAL", "UPDATE "+db+".t SET v=5 WHERE id=1", "SET SESSION binlog_row_image=FULL")
 	var gtid, global string
 	if err := src.QueryRow("SELECT @@gtid_binlog_pos, @@global.binlog_row_image").Scan(&gtid, &global); err != nil {
 		t.Fatal(err)
