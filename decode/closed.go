@@ -33,6 +33,10 @@ func (d *Decoder) other(ev *replication.BinlogEvent, pos sluice.Position, ts uin
 		// Comments on the row events that follow (the statement's text).
 		// The relay reader may pass them over unread (a nil Event).
 		return nil
+	case replication.VIEW_CHANGE_EVENT, replication.TRANSACTION_CONTEXT_EVENT:
+		// MySQL group replication's membership change and certification
+		// records, in a transaction of their own: no row changes.
+		return nil
 	case replication.MARIADB_START_ENCRYPTION_EVENT:
 		// The source encrypts its binlog files; it sends the events
 		// decrypted over the replication protocol, so what follows in
@@ -79,7 +83,7 @@ func (d *Decoder) other(ev *replication.BinlogEvent, pos sluice.Position, ts uin
 // refuseEvent is the stop for an event sluice cannot apply exactly.
 func (d *Decoder) refuseEvent(ev *replication.BinlogEvent, pos sluice.Position, what, hint string) error {
 	return &sluice.Error{
-		Op:   fmt.Sprintf("replicate the event ending at %s (GTID %s)", posString(pos), d.gtidOrNone()),
+		Op:   fmt.Sprintf("replicate the %s event ending at %s (GTID %s)", ev.Header.EventType, posString(pos), d.gtidOrNone()),
 		Err:  fmt.Errorf("%w: %s", sluice.ErrUnsupportedEvent, what),
 		Hint: hint,
 	}

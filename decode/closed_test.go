@@ -49,7 +49,9 @@ func TestOtherEventsClosedWorld(t *testing.T) {
 		{typ: replication.PARTIAL_UPDATE_ROWS_EVENT, ev: &replication.RowsEvent{}, stop: "partial JSON"},
 		{typ: replication.LOAD_EVENT, ev: &replication.GenericEvent{}, stop: "LoadEvent"},
 		{typ: replication.UNKNOWN_EVENT, ev: &replication.GenericEvent{}, stop: "UnknownEvent"},
-		{typ: replication.VIEW_CHANGE_EVENT, ev: &replication.GenericEvent{}, stop: "ViewChangeEvent"},
+		{typ: replication.VIEW_CHANGE_EVENT, ev: &replication.GenericEvent{}},
+		{typ: replication.START_EVENT_V3, ev: &replication.GenericEvent{}, stop: "StartEventV3"},
+		{typ: replication.EventType(169), ev: &replication.GenericEvent{}, stop: "(169)"},
 		{typ: replication.EventType(200), ev: &replication.GenericEvent{}, stop: "(200)"},
 	}
 	for _, c := range cases {
