@@ -1,5 +1,11 @@
 package sluice
 
+import "errors"
+
+// ErrUnsupportedEvent: the binlog holds an event or a statement that
+// sluice cannot apply exactly, so the task stops rather than drop it.
+var ErrUnsupportedEvent = errors.New("unsupported binlog event")
+
 // StreamKind says what a StreamItem carries.
 type StreamKind uint8
 
@@ -13,7 +19,50 @@ const (
 	// ItemDDL is one DDL statement, already rewritten for the target (routes,
 	// filters, idempotent form). It is its own transaction; End is set.
 	ItemDDL
+	// ItemSavepoint is a SAVEPOINT, ROLLBACK TO SAVEPOINT or RELEASE
+	// SAVEPOINT inside the open transaction, or the ROLLBACK that ends it
+	// (Savepoint says which). MariaDB writes ROLLBACK TO into a group only
+	// when the transaction must keep some of its changes (it touched a
+	// non-transactional table); otherwise it cuts the rolled-back rows out
+	// of the group itself. A replica runs the statement, so the rows
+	// between the SAVEPOINT and the ROLLBACK TO must not stay applied.
+	ItemSavepoint
 )
+
+// SavepointOp says what an ItemSavepoint does.
+type SavepointOp uint8
+
+const (
+	// SavepointSet: SAVEPOINT name.
+	SavepointSet SavepointOp = iota + 1
+	// SavepointRollback: ROLLBACK TO SAVEPOINT name; with an empty name,
+	// the ROLLBACK that ends the transaction (its Commit item follows and
+	// carries the position).
+	SavepointRollback
+	// SavepointRelease: RELEASE SAVEPOINT name.
+	SavepointRelease
+)
+
+// Savepoint is the statement of an ItemSavepoint.
+type Savepoint struct {
+	Op   SavepointOp
+	Name string
+}
+
+// SQL is the statement a target runs for s.
+func (s Savepoint) SQL() string {
+	switch {
+	case s.Op == SavepointSet:
+		return "SAVEPOINT " + QuoteIdent(s.Name)
+	case s.Op == SavepointRollback && s.Name == "":
+		return "ROLLBACK"
+	case s.Op == SavepointRollback:
+		return "ROLLBACK TO SAVEPOINT " + QuoteIdent(s.Name)
+	case s.Op == SavepointRelease:
+		return "RELEASE SAVEPOINT " + QuoteIdent(s.Name)
+	}
+	return ""
+}
 
 func (k StreamKind) String() string {
 	switch k {
@@ -25,6 +74,8 @@ func (k StreamKind) String() string {
 		return "commit"
 	case ItemDDL:
 		return "ddl"
+	case ItemSavepoint:
+		return "savepoint"
 	}
 	return "unknown"
 }
@@ -68,6 +119,8 @@ type StreamItem struct {
 	// the table's definition reading as before (ItemDDL): after a crash the
 	// target's definition cannot tell whether it ran.
 	SameShape bool
+	// Savepoint is the statement of an ItemSavepoint.
+	Savepoint Savepoint
 }
 
 // DDLSession is the part of a source session a DDL statement depends on,

@@ -21,6 +21,8 @@ type txn struct {
 	end     sluice.Position
 	changes []sluice.RowChange
 	bytes   int
+	// savepoints are the live savepoints of a held transaction (savepoint.go).
+	savepoints []savepointAt
 }
 
 // unit is a group of consecutive source transactions applied as one target
@@ -599,6 +601,8 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 			return nil // committed past the checkpoint, out of order
 		}
 		return s.add(ctx, t)
+	case sluice.ItemSavepoint:
+		return s.savepoint(ctx, it)
 	case sluice.ItemDDL:
 		s.cur = nil
 		if before(it.End, s.a.startPos) {
@@ -608,6 +612,8 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 			return err
 		}
 		return s.a.applyDDL(ctx, it)
+	default:
+		return fmt.Errorf("apply: stream item of unknown kind %s (%d)", it.Kind, it.Kind)
 	}
 	return nil
 }

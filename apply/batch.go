@@ -68,6 +68,9 @@ type rowStmt struct {
 	// start, end delimit its text in buf; res is its index among all
 	// statements of buf, as the server counts results.
 	start, end, res int
+	// An INSERT's rows (n) came from srcFirst..srcLast, for messages.
+	srcFirst, srcLast *txn
+	n                 int
 }
 
 // Tables with generated columns.
@@ -250,8 +253,11 @@ func (b *batchWriter) change(ctx context.Context, c *sluice.RowChange, info *tab
 		if b.ins == info && len(b.buf)-b.insStart < maxInsertStmt {
 			b.buf = append(b.buf, ',')
 			b.buf = info.spec.AppendInsertRow(b.buf, c.After)
+			st := &b.stmts[len(b.stmts)-1]
+			st.srcLast = b.src
+			st.n++
 		} else {
-			b.begin(rowStmt{info: info, kind: sluice.Insert})
+			b.begin(rowStmt{info: info, kind: sluice.Insert, srcFirst: b.src, srcLast: b.src, n: 1})
 			b.insStart = len(b.buf)
 			b.buf = info.spec.AppendInsert(b.buf, c.After)
 			b.ins, b.open = info, true
@@ -282,8 +288,10 @@ func (b *batchWriter) genChange(ctx context.Context, c *sluice.RowChange, info *
 			b.buf = info.spec.AppendInsertRow(b.buf, c.After)
 			st := &b.stmts[len(b.stmts)-1]
 			st.afters = append(st.afters, c.After)
+			st.srcLast = b.src
+			st.n++
 		} else {
-			b.genBegin(rowStmt{info: info, kind: sluice.Insert, afters: [][]any{c.After}})
+			b.genBegin(rowStmt{info: info, kind: sluice.Insert, afters: [][]any{c.After}, srcFirst: b.src, srcLast: b.src, n: 1})
 			b.insStart = len(b.buf)
 			b.buf = info.spec.AppendInsert(b.buf, c.After)
 			b.ins, b.open = info, true
@@ -432,7 +440,13 @@ var checkFailed = regexp.MustCompile(`(row_count\(\)|@@warning_count|sluice_ok)[
 // runs on the connection.
 func (b *batchWriter) explain(ctx context.Context, err error) error {
 	var me *mysql.MySQLError
-	if !errors.As(err, &me) || me.Number != 1690 {
+	if !errors.As(err, &me) {
+		return err
+	}
+	if me.Number != 1690 {
+		if rerr := b.rowError(ctx, me); rerr != nil {
+			return rerr
+		}
 		return err
 	}
 	m := checkFailed.FindStringSubmatch(me.Message)

@@ -191,7 +191,7 @@ func (a *Applier) runDDL(ctx context.Context, it sluice.StreamItem, seq uint64, 
 			}
 			if it.SameShape {
 				return &sluice.Error{Op: "apply DDL at " + end + " (GTID " + it.GTID + ") again after a crash",
-					Err: fmt.Errorf("%w: the statement renames columns among themselves and the target's definition reads the same whether or not it ran: %s", sluice.ErrUnsupportedDDL, shortSQL(q)),
+					Err: fmt.Errorf("%w: the statement renames columns among themselves and the target's definition reads the same whether or not it ran: %s", sluice.ErrUnsupportedDDL, fullSQL(q)),
 					Hint: "compare the columns' values on the target with the source: if the statement ran, run sluice skip --position " + end +
 						"; if not, run it on the target by hand and then sluice skip --position " + end + "; then start the task again"}
 			}
@@ -237,8 +237,8 @@ func (a *Applier) runStmt(ctx context.Context, it sluice.StreamItem, i int, q st
 		if tolerant && errors.As(err, &me) && alreadyDone[me.Number] {
 			return nil
 		}
-		return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, shortSQL(q), err),
-			Hint: "make the target accept the statement (or apply the change by hand), then restart the task"}
+		return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, fullSQL(q), err),
+			Hint: ddlFailedHint(it)}
 	}
 	return nil
 }

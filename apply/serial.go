@@ -36,7 +36,7 @@ func (s *scheduler) startBig(ctx context.Context) error {
 	s.big.bw.src = s.cur // its end is set when its Commit item arrives
 	held := s.cur.changes
 	s.cur.changes = nil // from here on rows are not held
-	return s.big.rows(ctx, held)
+	return s.big.replay(ctx, held, s.cur.savepoints)
 }
 
 func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {

@@ -454,7 +454,7 @@ func joinable(info *tableInfo, rows []*netRow) bool {
 }
 
 func (w *worker) wrap(u *unit, err error) error {
-	if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) || errors.Is(err, ErrTargetRowDiffers) {
+	if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) || errors.Is(err, ErrTargetRowDiffers) || errors.Is(err, ErrTargetRefused) {
 		return err // names its source transaction already
 	}
 	first, last := u.txns[0], u.txns[len(u.txns)-1]

@@ -12,34 +12,15 @@ import (
 	"github.com/sluice-db/sluice/schema"
 )
 
-// Statements that reach the binlog as Query events but change no table
-// shape. They are skipped even when the TiDB parser cannot read them.
-var nonDDLPrefixes = []string{
-	"GRANT", "REVOKE", "CREATE USER", "DROP USER", "ALTER USER", "RENAME USER", "CREATE ROLE", "DROP ROLE",
-	"SET ", "FLUSH", "ANALYZE", "OPTIMIZE", "REPAIR", "CHECK", "INSTALL", "UNINSTALL",
-	"CREATE DEFINER", "CREATE OR REPLACE DEFINER", "CREATE TRIGGER", "DROP TRIGGER", "CREATE PROCEDURE", "DROP PROCEDURE",
-	"CREATE FUNCTION", "DROP FUNCTION", "CREATE EVENT", "ALTER EVENT", "DROP EVENT", "XA ",
-	"CREATE VIEW", "CREATE OR REPLACE VIEW", "ALTER VIEW", "DROP VIEW", "CREATE SERVER", "DROP SERVER",
-	"/*", "#",
-}
-
 func (d *Decoder) unsupported(pos sluice.Position, q string, err error) error {
 	if !errors.Is(err, sluice.ErrUnsupportedDDL) {
 		err = fmt.Errorf("%w: %v", sluice.ErrUnsupportedDDL, err)
 	}
 	return &sluice.Error{
-		Op:   fmt.Sprintf("replicate DDL at %s (%s)", posString(pos), shorten(q, 120)),
+		Op:   fmt.Sprintf("replicate DDL at %s (%s)", posString(pos), oneLine(q)),
 		Err:  err,
-		Hint: "with the task stopped, run sluice replace --config TASK --position " + posString(pos) + " --sql '<the equivalent DDL>' (or sluice skip --config TASK --position " + posString(pos) + " after making the change on the target by hand), then start the task again; or exclude the table",
+		Hint: unsupportedHint(pos, q),
 	}
-}
-
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }
 
 func (d *Decoder) schemaSelected(s string) bool {
@@ -69,11 +50,6 @@ func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32, g
 	defer d.tracker.SetSQLMode(false, false)
 	stmts, err := d.tracker.Parse(q)
 	if err != nil {
-		for _, p := range nonDDLPrefixes {
-			if hasPrefixFold(q, p) {
-				return nil
-			}
-		}
 		if defaultSchema != "" && !d.schemaSelected(defaultSchema) && !mentionsSelected(q, d) {
 			return nil
 		}

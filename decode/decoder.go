@@ -225,6 +225,9 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 		if !d.ddlGroup {
 			d.begin(ts)
 		}
+	case *replication.GtidTaggedLogEvent:
+		return nil, d.refuseEvent(ev, pos, "a GTID with a tag (MySQL 8.4 gtid tags)",
+			"replicate this source without GTID tags (the decoder keeps untagged GTID sets), or copy the tables again from a snapshot taken after it")
 	case *replication.GTIDEvent:
 		next, err := e.GTIDNext()
 		if err != nil {
@@ -243,6 +246,10 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 	case *replication.TableMapEvent:
 		// Kept by the parser and reached through each RowsEvent.Table.
 	case *replication.RowsEvent:
+		if ev.Header.EventType == replication.PARTIAL_UPDATE_ROWS_EVENT {
+			return nil, d.refuseEvent(ev, pos, "a partial JSON update (binlog_row_value_options=PARTIAL_JSON)",
+				"set binlog_row_value_options='' on the source (globally, and in every session that sets it), then copy the changed tables again from a snapshot taken after this position")
+		}
 		if !d.inTxn {
 			d.begin(ts)
 		}
@@ -258,6 +265,10 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 			}
 			d.out = append(out, items...)
 		}
+	default:
+		// Every other event type, typed by go-mysql or not (closed.go):
+		// handled exactly or refused, never passed over unknown.
+		return d.out, d.other(ev, pos, ts)
 	}
 	return d.out, nil
 }
@@ -275,20 +286,41 @@ func (d *Decoder) commit(pos sluice.Position, ts uint32) {
 	d.out = append(d.out, sluice.StreamItem{Kind: sluice.ItemCommit, GTID: d.gtid, Timestamp: ts, End: d.endPos(pos)})
 }
 
+// query handles a Query event by its statement's class (classify.go):
+// each class is applied exactly, or the task stops and names it.
 func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint32) error {
 	q := strings.TrimSpace(string(e.Query))
 	d.micros, _ = queryMicros(e.StatusVars)
 	d.session = querySession(e.StatusVars)
-	switch {
-	case strings.EqualFold(q, "BEGIN"):
+	cls, name := classify(q)
+	switch cls {
+	case classBegin:
 		if !d.inTxn {
 			d.begin(ts)
 		}
 		return nil
-	case strings.EqualFold(q, "COMMIT"), strings.EqualFold(q, "ROLLBACK"):
+	case classCommit:
 		d.commit(pos, ts)
 		return nil
-	case hasPrefixFold(q, "SAVEPOINT"), hasPrefixFold(q, "ROLLBACK TO"), hasPrefixFold(q, "RELEASE SAVEPOINT"):
+	case classRollback:
+		// A group that ends in ROLLBACK (MariaDB keeps one when the
+		// transaction cannot be cut from the binlog): a replica runs its
+		// statements and rolls them back, so its rows must not stay.
+		if d.inTxn {
+			d.savepoint(sluice.SavepointRollback, "", ts)
+		}
+		d.commit(pos, ts)
+		return nil
+	case classSavepoint, classRollbackTo, classRelease:
+		// Outside a transaction a savepoint has nothing to act on (the
+		// server runs SAVEPOINT in autocommit as a no-op).
+		if d.inTxn {
+			op := map[stmtClass]sluice.SavepointOp{classSavepoint: sluice.SavepointSet, classRollbackTo: sluice.SavepointRollback, classRelease: sluice.SavepointRelease}[cls]
+			if name == "" {
+				return d.refuseStatement(pos, q, "a savepoint statement without a savepoint name", "report it: sluice cannot read the name; "+skipHint(pos))
+			}
+			d.savepoint(op, name, ts)
+		}
 		return nil
 	}
 	if d.cfg.Handle != nil {
@@ -299,15 +331,45 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 			return d.ddl(string(e.Schema), strings.Join(h.SQL, ";\n"), pos, ts, nil)
 		}
 	}
-	if d.inTxn && !d.ddlGroup {
-		if d.rowsDDL {
-			return d.createSelect(string(e.Schema), q, pos, ts)
+	switch cls {
+	case classXA:
+		return d.xa(e, q, pos, ts)
+	case classDML:
+		if d.dmlOutside(string(e.Schema), innerStatement(q)) {
+			return nil // changes only tables the task does not replicate
 		}
-		// A statement inside a row-based transaction (e.g. a temporary table
-		// under ROW format) changes no replicated table.
-		return nil
+		return d.statementDML(pos, q)
+	case classUnknown:
+		return d.refuseStatement(pos, q, "a statement sluice does not know",
+			"if it changes no replicated table, run "+skipHint(pos)+"; if it does, apply its change to the target by hand first")
+	}
+	q = innerStatement(q)
+	if d.inTxn && !d.ddlGroup {
+		switch {
+		case d.rowsDDL && cls == classDDL:
+			return d.createSelect(string(e.Schema), q, pos, ts)
+		case cls == classTemp, cls == classNoData:
+			// Known to change no replicated table: a temporary table in a
+			// MIXED session, a grant.
+			return nil
+		}
+		return d.refuseStatement(pos, q, "a "+cls.String()+" statement inside a row transaction",
+			"apply the statement to the target by hand if it changes a replicated table, then run "+skipHint(pos))
+	}
+	if cls == classNoData || cls == classTemp {
+		return nil // temporary tables are not replicated
 	}
 	return d.ddl(string(e.Schema), q, pos, ts, nil)
+}
+
+// savepoint emits a savepoint statement of the open transaction.
+func (d *Decoder) savepoint(op sluice.SavepointOp, name string, ts uint32) {
+	if d.cfg.Handle != nil && d.gtid != "" {
+		if h := d.cfg.Handle(d.gtid, sluice.Position{}); h != nil && h.Skip {
+			return // sluice skip of the transaction: its rows are gone too
+		}
+	}
+	d.out = append(d.out, sluice.StreamItem{Kind: sluice.ItemSavepoint, GTID: d.gtid, Timestamp: ts, Savepoint: sluice.Savepoint{Op: op, Name: name}})
 }
 
 // createSelect handles the statement of a MariaDB group that is flagged DDL
@@ -333,7 +395,7 @@ func (d *Decoder) createSelect(defaultSchema, q string, pos sluice.Position, ts 
 		if errors.As(err, &se) && errors.Is(err, sluice.ErrUnsupportedDDL) {
 			// The statement's rows follow it in the same transaction: the
 			// plain DDL hint (resume after the statement) would lose them.
-			se.Op = "replicate CREATE TABLE ... SELECT (GTID " + d.gtid + ") at " + posString(pos) + " (" + shorten(q, 120) + ")"
+			se.Op = "replicate CREATE TABLE ... SELECT (GTID " + d.gtid + ") at " + posString(pos) + " (" + oneLine(q) + ")"
 			se.Hint = "create the table on the target by hand and copy its rows as they were after this transaction, then resume from the position after the whole transaction; or exclude the table"
 		}
 		return err
@@ -344,10 +406,6 @@ func (d *Decoder) createSelect(defaultSchema, q string, pos sluice.Position, ts 
 		d.begin(ts)
 	}
 	return nil
-}
-
-func hasPrefixFold(s, p string) bool {
-	return len(s) >= len(p) && strings.EqualFold(s[:len(p)], p)
 }
 
 // Pos formats a position for messages.

@@ -42,6 +42,12 @@ type running struct {
 // startTask replicates the schemas in schemas from start.
 func startTask(t *testing.T, name string, start sluice.Position, schemas ...string) *running {
 	t.Helper()
+	return startTaskWith(t, name, start, nil, schemas...)
+}
+
+// startTaskWith is startTask with the config changed by mod first.
+func startTaskWith(t *testing.T, name string, start sluice.Position, mod func(*replicate.Config), schemas ...string) *running {
+	t.Helper()
 	cfg := replicate.DefaultConfig(name, t.TempDir())
 	cfg.Source, cfg.Target = srcInst.Endpoint(), dstInst.Endpoint()
 	cfg.Binlog.Heartbeat = 200 * time.Millisecond
@@ -61,6 +67,9 @@ func startTask(t *testing.T, name string, start sluice.Position, schemas ...stri
 	}
 	cfg.Decode.Selected = func(r sluice.TableRef) bool { return in(r.Schema) }
 	cfg.Decode.SchemaSelected = in
+	if mod != nil {
+		mod(&cfg)
+	}
 	task, err := replicate.New(cfg, testWriter{t})
 	if err != nil {
 		t.Fatal(err)

@@ -338,8 +338,7 @@ func (d *Decoder) rows(et replication.EventType, e *replication.RowsEvent, pos s
 	if len(e.SkippedColumns) > 0 {
 		for _, s := range e.SkippedColumns {
 			if len(s) > 0 {
-				return &sluice.Error{Op: "decode rows of " + ent.table.Ref.String() + " at " + posString(pos),
-					Err: fmt.Errorf("%w: partial row image", sluice.ErrBinlogFormat), Hint: "set binlog_row_image=FULL on the source"}
+				return d.partialImage(ent.table.Ref, pos)
 			}
 		}
 	}

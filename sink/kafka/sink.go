@@ -395,6 +395,17 @@ func (s *Sink) write(ctx context.Context, it *sluice.StreamItem) error {
 		// never run ahead of the rows before it, nor behind those after.
 		// (The rows after it wait staged for the next transaction.)
 		return s.startCommitLocked(ctx)
+	case sluice.ItemSavepoint:
+		// The rows are produced as they come: a ROLLBACK TO (or a
+		// ROLLBACK that ends a group) cannot take back the ones sent.
+		// SAVEPOINT and RELEASE change nothing.
+		if it.Savepoint.Op == sluice.SavepointRollback {
+			return &sluice.Error{Op: "kafka sink: transaction " + it.GTID,
+				Err:  fmt.Errorf("%w: %s undoes rows of the transaction, which the sink has produced", sluice.ErrUnsupportedEvent, it.Savepoint.SQL()),
+				Hint: "produce this transaction's net changes by hand if consumers need them, then run sluice skip --config TASK --gtid " + it.GTID}
+		}
+	default:
+		return fmt.Errorf("kafka sink: stream item of unknown kind %s (%d)", it.Kind, it.Kind)
 	}
 	return nil
 }
