@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	env, err = NewEnv(bin, dir)
+	env, err = NewEnv(bin, dir, true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err, "(is mariadb-server installed? run 'make deps')")
 		os.Exit(1)
