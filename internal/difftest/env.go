@@ -26,9 +26,9 @@ type Env struct {
 	// Src, or nil when the Env was made without it.
 	Rep   *sandbox.Instance
 	RepDB *sql.DB
-	Bin          string // the sluice binary under test
-	Dir          string // task directories and logs
-	stops        []func()
+	Bin   string // the sluice binary under test
+	Dir   string // task directories and logs
+	stops []func()
 }
 
 // NewEnv starts the two sandboxes, and with oracle a third one that

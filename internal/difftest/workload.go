@@ -24,8 +24,8 @@ type workload struct {
 	db     *sql.DB
 	logf   func(format string, args ...any)
 	model  map[string]*Table
-	next   int // column name counter
-	tables int // table name counter
+	next   int          // column name counter
+	tables int          // table name counter
 	cls    *seedClasses // the generator classes of this seed (classes.go)
 	// killAfter, set by the runner, kills sluice and restarts it once the
 	// target has applied the source's domain-0 GTID seq (a fault placed by
