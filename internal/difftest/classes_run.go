@@ -29,8 +29,8 @@ func (s *seedRun) killRestart(ctx context.Context, what string) error {
 // GTID seq (bounded: a stalled or stopped sluice is the final check's to
 // judge), then kills sluice and restarts it. It reports whether it killed.
 func (s *seedRun) killAfterSeq(ctx context.Context, seq int64, what string) bool {
-	if s.cfg.Features.NoKills || seq < 0 {
-		return false
+	if s.cfg.Features.NoKills || seq < 0 || progress(ctx, s.e.DstDB, s.task) < 0 {
+		return false // no kills, or the copy still runs: no wait that long
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for progress(ctx, s.e.DstDB, s.task) < seq || !s.sluiceRunning() {
