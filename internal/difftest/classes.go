@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // The generator classes of issue 29: workload shapes outside the generic
@@ -409,10 +410,32 @@ func (w *workload) xaTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand) {
 		return
 	}
 	defer discard(c2)
+	// The server detaches the prepared transaction from the closed
+	// session asynchronously: wait until XA RECOVER lists it.
+	for try := 0; try < 500 && ctx.Err() == nil && !xaRecovered(ctx, c2, strings.Trim(xid, "'")); try++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if !w.run(ctx, c2, end) {
 		// The tester must not leave a prepared transaction behind.
 		_, _ = c2.ExecContext(context.Background(), "XA ROLLBACK "+xid)
 	}
+}
+
+// xaRecovered reports whether XA RECOVER lists xid.
+func xaRecovered(ctx context.Context, conn *sql.Conn, xid string) bool {
+	rows, err := conn.QueryContext(ctx, "XA RECOVER")
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var format, gl, bl int
+		var data string
+		if rows.Scan(&format, &gl, &bl, &data) == nil && data == xid {
+			return true
+		}
+	}
+	return false
 }
 
 func domain0Seq(gtids string) int64 {

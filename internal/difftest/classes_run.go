@@ -182,6 +182,24 @@ func (s *seedRun) stopDue(start time.Time) bool {
 	return ok // after the copy: the stop must come from replication
 }
 
+// lateStop fires the seed's stop class once the copy is done, when the
+// workload ended before it could fire (a slow copy).
+func (s *seedRun) lateStop(ctx context.Context) {
+	c := s.w.cls
+	if c == nil || c.stop == nil || s.expect != nil {
+		return
+	}
+	deadline := time.Now().Add(s.cfg.CatchUp)
+	for ctx.Err() == nil && !s.sl.exited() && time.Now().Before(deadline) {
+		if _, ok, _ := appliedPos(ctx, s.e.DstDB, s.task); ok {
+			s.fireStop(ctx)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.out("stop class %s did not fire: the copy did not end", c.stop.name)
+}
+
 // fireStop makes the seed's expected stop happen: a statement-format or
 // mixed-format session writes on the source, or sluice is killed, the
 // source's triggers are put on the target and sluice restarted. From then

@@ -262,6 +262,7 @@ func (s *seedRun) run(ctx context.Context) error {
 				}
 			}
 		}
+		s.lateStop(wctx)
 	}()
 	faultErr := s.faults(wctx)
 	stopWork()
