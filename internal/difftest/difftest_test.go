@@ -103,10 +103,14 @@ func TestFixedSeeds(t *testing.T) {
 }
 
 // knownBugs switches off what hits bugs that are not fixed yet (see
-// docs/difftest.md). Every bug the tester has found is fixed, so the fixed
-// seeds run with everything on; a new bug's switch goes here only until its
-// fix lands.
-var knownBugs = Features{}
+// docs/difftest.md); a switch goes here only until its fix lands. The
+// generator classes of issue 29 found bugs N1-N13 on main 02602c7 (FK
+// cascades, XA, statement format, savepoints, helper names, DDL re-runs,
+// target triggers, sequences, system versioning, CHECK); their switches
+// come off as the fixes are merged. Source triggers and the DDL session
+// class pass on main.
+var knownBugs = Features{NoFK: true, NoTargetTriggers: true, NoXA: true, NoStatementFormat: true, NoSavepoints: true,
+	NoSequences: true, NoSysVersioned: true, NoCheckOff: true, NoHelperNames: true, NoDDLKills: true}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()
