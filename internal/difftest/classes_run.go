@@ -99,9 +99,11 @@ func (s *seedRun) killAfterDDL(ctx context.Context, before map[string]string) {
 	}
 	end, err := sourcePos(ctx, s.e.SrcDB)
 	if err != nil || len(changed) == 0 {
+		s.w.logf("ddl kill: no table definition changed (%v)", err)
 		return
 	}
 	if _, ok, _ := appliedPos(ctx, s.e.DstDB, s.task); !ok {
+		s.w.logf("ddl kill: the copy runs")
 		return // the copy runs: its checkpoint is another class's (copy kills)
 	}
 	deadline := time.Now().Add(20 * time.Second)

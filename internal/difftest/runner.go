@@ -242,7 +242,9 @@ func (s *seedRun) run(ctx context.Context) error {
 		started := time.Now()
 		for round := 0; time.Now().Before(deadline) && wctx.Err() == nil; round++ {
 			ddlOK := true
-			if s.copyKill || s.cfg.Features.NoDDLInCopy {
+			// The ddlkills class places its kills against the replication
+			// checkpoint: its seeds hold DDL back until the copy is done.
+			if s.copyKill || s.cfg.Features.NoDDLInCopy || s.w.cls.on[clsDDLKills] {
 				_, ddlOK, _ = appliedPos(wctx, s.e.DstDB, s.task)
 			}
 			s.w.ddlOK.Store(ddlOK && !s.cfg.Features.NoDDL)
