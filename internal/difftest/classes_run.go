@@ -234,6 +234,20 @@ func (s *seedRun) fireStop(ctx context.Context) {
 			return
 		}
 		s.out("stop class %s: %d statements in a %s-format session; sluice must stop", sc.name, n, strings.ToUpper(sc.name))
+	case "sequence", "sysversioned":
+		stmts := []string{"CREATE SEQUENCE {s}.k_seqs", "CREATE TABLE {s}.k_sqs (id BIGINT NOT NULL DEFAULT NEXTVAL({s}.k_seqs) PRIMARY KEY, v INT)",
+			"INSERT INTO {s}.k_sqs (v) VALUES (1), (2)"}
+		if sc.name == "sysversioned" {
+			stmts = []string{"CREATE TABLE {s}.k_svs (id INT PRIMARY KEY, v INT) WITH SYSTEM VERSIONING",
+				"INSERT INTO {s}.k_svs VALUES (1, 1), (2, 2)", "UPDATE {s}.k_svs SET v = v + 1"}
+		}
+		for _, q := range stmts {
+			if _, err := s.e.SrcDB.ExecContext(ctx, s.w.sq(q)); err != nil {
+				s.res.fail("tester: %s: %v", s.w.sq(q), err)
+				return
+			}
+		}
+		s.out("stop class %s: %s; sluice must stop", sc.name, s.w.sq(stmts[0]))
 	case "target-triggers":
 		s.slMu.Lock()
 		defer s.slMu.Unlock()

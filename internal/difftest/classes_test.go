@@ -25,10 +25,10 @@ func TestDrawClasses(t *testing.T) {
 				t.Fatalf("seed %d: -no-xa changed class %s", seed, classInfo[id].name)
 			}
 		}
-		if a.stop != nil && a.stop.name == "target-triggers" && off.stop != a.stop {
-			t.Fatalf("seed %d: -no-statement-format changed the target-triggers stop", seed)
+		if a.stop != nil && a.stop.name != "statement" && a.stop.name != "mixed" && off.stop != a.stop {
+			t.Fatalf("seed %d: -no-statement-format changed the %s stop", seed, a.stop.name)
 		}
-		if off.stop != nil && off.stop.name != "target-triggers" {
+		if off.stop != nil && (off.stop.name == "statement" || off.stop.name == "mixed") {
 			t.Fatalf("seed %d: -no-statement-format drew a %s stop", seed, off.stop.name)
 		}
 		if n := drawClasses(seed, Features{NoClasses: true}).names(); len(n) != 0 {
@@ -55,6 +55,10 @@ func TestRefusalPatterns(t *testing.T) {
 		{"statement", "replicate at mysql-bin.000001:500 (GTID 0-1-7): a statement-format event (UPDATE t ...) cannot be applied exactly (fix: set binlog_format=ROW)"},
 		{"mixed", "event in MIXED format: binlog_format must be ROW"},
 		{"target-triggers", "check: target table dt.k_tr has triggers k_tr_ai"},
+		{"sequence", "replicate DDL at mysql-bin.000001:9 (CREATE SEQUENCE dt.k_seqs): sequence dt.k_seqs: sluice replicates no sequence; add it to tables.exclude"},
+		{"sequence", "refused tables: sluice copies and replicates no sequence: dt.k_seqs"},
+		{"sysversioned", "refused tables: sluice copies and replicates no system-versioned table: dt.k_svs"},
+		{"sysversioned", "replicate DDL at mysql-bin.000001:9 (CREATE TABLE dt.k_svs (id INT PRIMARY KEY, v INT) WITH SYSTEM VERSIONING): unsupported DDL"},
 	} {
 		var sc *stopClass
 		for i := range refusals {

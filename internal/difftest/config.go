@@ -74,6 +74,11 @@ type Features struct {
 	NoDDLSession      bool // DDL under NO_BACKSLASH_ESCAPES, ANSI_QUOTES, character_set_client=latin1
 	NoHelperNames     bool // tables named like online-DDL helpers (_t_old, _t_gho...)
 	NoDDLKills        bool // a kill -9 once a DDL reached the target but not its checkpoint; column swaps
+	// A sequence or a system-versioned table created in the stream near
+	// the end: an expected refusal (sluice replicates neither; the data
+	// classes above test them replicated instead).
+	NoSequenceStop     bool
+	NoSysVersionedStop bool
 
 	inDDL bool // set while generating DDL: PlainDDL applies
 }
@@ -171,4 +176,6 @@ func (f *Features) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.NoDDLSession, "no-ddl-session", false, "no DDL under a non-default sql_mode or character_set_client")
 	fs.BoolVar(&f.NoHelperNames, "no-helper-names", false, "no tables named like online-DDL helpers")
 	fs.BoolVar(&f.NoDDLKills, "no-ddl-kills", false, "no kill -9 between a DDL on the target and its checkpoint, no column swaps")
+	fs.BoolVar(&f.NoSequenceStop, "no-sequence-stop", false, "no sequence created in the stream (an expected refusal)")
+	fs.BoolVar(&f.NoSysVersionedStop, "no-sys-versioned-stop", false, "no system-versioned table created in the stream (an expected refusal)")
 }
