@@ -107,9 +107,10 @@ func TestFixedSeeds(t *testing.T) {
 // generator classes of issue 29 found bugs N1-N13 on main 02602c7 (FK
 // cascades, XA, statement format, savepoints, helper names, DDL re-runs,
 // target triggers, sequences, system versioning, CHECK); their switches
-// come off as the fixes are merged. Source triggers and the DDL session
-// class pass on main.
-var knownBugs = Features{NoFK: true, NoTargetTriggers: true, NoXA: true, NoStatementFormat: true, NoSavepoints: true,
+// come off as the fixes are merged. Source triggers pass on main; the
+// DDL session class found N7 (seed 6: a latin1 default under
+// NO_BACKSLASH_ESCAPES, "Invalid default value" on the target).
+var knownBugs = Features{NoFK: true, NoTargetTriggers: true, NoXA: true, NoStatementFormat: true, NoSavepoints: true, NoDDLSession: true,
 	NoSequences: true, NoSysVersioned: true, NoCheckOff: true, NoHelperNames: true, NoDDLKills: true,
 	NoSequenceStop: true, NoSysVersionedStop: true}
 
