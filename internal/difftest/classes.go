@@ -371,7 +371,12 @@ func (w *workload) fkTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand) {
 // xaTxn runs one XA transaction: two phases committed or rolled back by
 // the same session or by another one after the first disconnected, or
 // one phase; sometimes sluice is killed while it is prepared.
-func (w *workload) xaTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand) {
+func (w *workload) xaTxn(wctx context.Context, conn *sql.Conn, r *rand.Rand) {
+	// Once started, the transaction is always finished, even when the
+	// workload's time is up: a prepared XA transaction left behind would
+	// hold its locks (and block the schema's DROP) for good.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(wctx), time.Minute)
+	defer cancel()
 	xid := fmt.Sprintf("'dt%d_%d'", w.seed, w.kid.Add(1))
 	a := w.kid.Add(1)
 	body := []string{"XA START " + xid,
@@ -408,7 +413,7 @@ func (w *workload) xaTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand) {
 		if w.db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&pos) == nil {
 			seq = domain0Seq(pos)
 		}
-		w.killAfter(ctx, seq, "with an XA transaction prepared")
+		w.killAfter(wctx, seq, "with an XA transaction prepared")
 	}
 	c2, err := w.db.Conn(ctx)
 	if err != nil {
@@ -423,6 +428,34 @@ func (w *workload) xaTxn(ctx context.Context, conn *sql.Conn, r *rand.Rand) {
 	if !w.run(ctx, c2, end) {
 		// The tester must not leave a prepared transaction behind.
 		_, _ = c2.ExecContext(context.Background(), "XA ROLLBACK "+xid)
+	}
+}
+
+// xaCleanup rolls back any XA transaction of this seed still prepared on
+// the source (a safety net: xaTxn finishes its own), so that nothing
+// holds the seed's rows or schema after the workload.
+func (w *workload) xaCleanup(ctx context.Context) {
+	conn, err := w.db.Conn(ctx)
+	if err != nil {
+		return
+	}
+	defer discard(conn)
+	rows, err := conn.QueryContext(ctx, "XA RECOVER")
+	if err != nil {
+		return
+	}
+	var left []string
+	for rows.Next() {
+		var format, gl, bl int
+		var data string
+		if rows.Scan(&format, &gl, &bl, &data) == nil && strings.HasPrefix(data, fmt.Sprintf("dt%d_", w.seed)) {
+			left = append(left, data)
+		}
+	}
+	rows.Close()
+	for _, x := range left {
+		w.logf("xa: rolling back %s, left prepared", x)
+		_, _ = conn.ExecContext(ctx, "XA ROLLBACK '"+x+"'")
 	}
 }
 

@@ -269,6 +269,9 @@ func (s *seedRun) run(ctx context.Context) error {
 	faultErr := s.faults(wctx)
 	stopWork()
 	wg.Wait()
+	if s.w.cls != nil && s.w.cls.on[clsXA] {
+		s.w.xaCleanup(ctx)
+	}
 	s.res.Stmts, s.res.Failed = s.w.stmts.Load(), s.w.failed.Load()
 	s.res.DDL, s.res.DDLFailed = s.w.ddls.Load(), s.w.ddlFailed.Load()
 	if faultErr != nil {
