@@ -86,6 +86,9 @@ func (s *seedRun) prepareOracle(ctx context.Context) error {
 	if running {
 		return nil
 	}
+	if lastErr == "" {
+		lastErr = "no error"
+	}
 	s.out("native replica was stopped (%s); re-pointed at the source's current position", lastErr)
 	var pos string
 	if err := s.e.SrcDB.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&pos); err != nil {
