@@ -32,9 +32,14 @@ func (s *seedRun) killAfterSeq(ctx context.Context, seq int64, what string) bool
 	if s.cfg.Features.NoKills || seq < 0 || progress(ctx, s.e.DstDB, s.task) < 0 {
 		return false // no kills, or the copy still runs: no wait that long
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// Bounded: the target's checkpoint may rightly stay before a PREPARE
+	// until its COMMIT comes (a prepared transaction held by sluice), and
+	// the workload waits meanwhile. No kill then, rather than one placed
+	// by a timer.
+	deadline := time.Now().Add(5 * time.Second)
 	for progress(ctx, s.e.DstDB, s.task) < seq || !s.sluiceRunning() {
 		if ctx.Err() != nil || s.sl.exited() || time.Now().After(deadline) {
+			s.w.logf("no kill %s: the checkpoint did not reach gtid seq %d", what, seq)
 			return false
 		}
 		time.Sleep(10 * time.Millisecond)
