@@ -85,8 +85,9 @@ test-short: deps
 
 # difftest runs the randomized differential tester on SEEDS seeds from SEED,
 # DURATION of workload each (docs/manual/difftest.md). DIFFTEST_FLAGS passes
-# more, e.g. -order relaxed or -no-uuid. A short fixed set of seeds runs in
-# `make test` (internal/difftest).
+# more, e.g. -order relaxed, -no-uuid, -no-xa (one generator class off) or
+# -oracle=false (no native MariaDB replica to compare with). A short fixed set
+# of seeds runs in `make test` (internal/difftest).
 SEEDS    ?= 10
 SEED     ?= 1
 DURATION ?= 60s

@@ -35,6 +35,7 @@ func run() int {
 	flag.DurationVar(&cfg.CatchUp, "catch-up", cfg.CatchUp, "bound on the final catch-up wait")
 	flag.StringVar(&cfg.Order, "order", "", "commit order: source, relaxed, or empty to alternate by seed")
 	flag.BoolVar(&cfg.Verbose, "v", false, "print every DDL statement")
+	flag.BoolVar(&cfg.Oracle, "oracle", cfg.Oracle, "also compare the target with a stock MariaDB replica of the source (the native-replica oracle)")
 	hold := flag.Bool("hold", false, "after a failing seed, keep both servers running until interrupted (to inspect them)")
 	cfg.Features.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -73,7 +74,7 @@ func run() int {
 		}
 		*bin = b
 	}
-	env, err := difftest.NewEnv(*bin, *dir)
+	env, err := difftest.NewEnv(*bin, *dir, cfg.Oracle)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "difftest:", err, "(is mariadb-server installed? run 'make deps')")
 		return 2
@@ -81,7 +82,7 @@ func run() int {
 	defer env.Close()
 	fmt.Printf("difftest: %d seeds, %s each, work dir %s\n", len(run), cfg.Duration, *dir)
 	var failed []string
-	passed, kills, restarts := 0, 0, 0
+	passed, kills, restarts, oracleDiffs := 0, 0, 0, 0
 	for _, seed := range run {
 		if ctx.Err() != nil {
 			break
@@ -93,6 +94,12 @@ func run() int {
 			continue
 		}
 		fmt.Println(res.Summary())
+		for _, d := range res.OracleDiffs {
+			fmt.Printf("  seed %d: oracle: %s\n", seed, d)
+		}
+		if len(res.OracleDiffs) > 0 {
+			oracleDiffs++
+		}
 		if res.Pass {
 			passed++
 			kills += res.Kills
@@ -111,6 +118,9 @@ func run() int {
 		}
 	}
 	fmt.Printf("passing seeds survived %d kill -9 and %d target restarts\n", kills, restarts)
+	if oracleDiffs > 0 {
+		fmt.Printf("%d seeds where the native replica itself differed from the source or could not be compared (lines \"oracle:\")\n", oracleDiffs)
+	}
 	fmt.Printf("%d passed, %d failed\n", passed, len(failed))
 	if len(failed) > 0 {
 		fmt.Printf("failing seeds: %s\n", strings.Join(failed, ","))

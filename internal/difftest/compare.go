@@ -13,8 +13,9 @@ import (
 // information_schema shows them, CHECKSUM TABLE, and the HEX() of every
 // column of every row, compared as sorted multisets (so a table without a
 // key, whose duplicate rows must stay duplicates, is compared right too).
-// It returns one line per difference.
-func compare(ctx context.Context, src, dst *sql.DB, schema string) ([]string, error) {
+// It returns one line per difference. an and bn name the two sides in
+// the lines ("source", "target", "native replica").
+func compare(ctx context.Context, src, dst *sql.DB, schema, an, bn string) ([]string, error) {
 	var diffs []string
 	st, err := listTables(ctx, src, schema)
 	if err != nil {
@@ -25,8 +26,13 @@ func compare(ctx context.Context, src, dst *sql.DB, schema string) ([]string, er
 		return nil, err
 	}
 	if strings.Join(st, ",") != strings.Join(dt, ",") {
-		diffs = append(diffs, fmt.Sprintf("table lists differ: source %v, target %v", st, dt))
+		diffs = append(diffs, fmt.Sprintf("table lists differ: %s %v, %s %v", an, st, bn, dt))
 	}
+	d, err := compareSequences(ctx, src, dst, schema, an, bn)
+	if err != nil {
+		return nil, err
+	}
+	diffs = append(diffs, d...)
 	in := map[string]bool{}
 	for _, t := range dt {
 		in[t] = true
@@ -35,7 +41,7 @@ func compare(ctx context.Context, src, dst *sql.DB, schema string) ([]string, er
 		if !in[t] {
 			continue
 		}
-		d, err := compareTable(ctx, src, dst, schema, t)
+		d, err := compareTable(ctx, src, dst, schema, t, an, bn)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w", t, err)
 		}
@@ -45,7 +51,7 @@ func compare(ctx context.Context, src, dst *sql.DB, schema string) ([]string, er
 }
 
 func listTables(ctx context.Context, db *sql.DB, schema string) ([]string, error) {
-	return strings1(ctx, db, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_TYPE='BASE TABLE' ORDER BY TABLE_NAME", schema)
+	return strings1(ctx, db, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_TYPE IN ('BASE TABLE','SYSTEM VERSIONED') ORDER BY TABLE_NAME", schema)
 }
 
 func strings1(ctx context.Context, db *sql.DB, q string, args ...any) ([]string, error) {
@@ -76,10 +82,10 @@ const colsQuery = `SELECT CONCAT_WS(' ', COLUMN_NAME, COLUMN_TYPE, IFNULL(COLLAT
 const keysQuery = `SELECT CONCAT_WS(' ', INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, IFNULL(SUB_PART,'-'))
 	FROM information_schema.STATISTICS WHERE TABLE_SCHEMA=? AND TABLE_NAME=? ORDER BY INDEX_NAME, SEQ_IN_INDEX`
 
-func compareTable(ctx context.Context, src, dst *sql.DB, schema, table string) ([]string, error) {
+func compareTable(ctx context.Context, src, dst *sql.DB, schema, table, an, bn string) ([]string, error) {
 	var diffs []string
 	name := schema + "." + table
-	for _, q := range []struct{ what, sql string }{{"columns", colsQuery}, {"keys", keysQuery}} {
+	for _, q := range []struct{ what, sql string }{{"columns", colsQuery}, {"keys", keysQuery}, {"foreign keys", fksQuery}, {"CHECK constraints", checksQuery}} {
 		a, err := strings1(ctx, src, q.sql, schema, table)
 		if err != nil {
 			return nil, err
@@ -89,8 +95,8 @@ func compareTable(ctx context.Context, src, dst *sql.DB, schema, table string) (
 			return nil, err
 		}
 		if strings.Join(a, "\n") != strings.Join(b, "\n") {
-			diffs = append(diffs, fmt.Sprintf("table %s: %s differ:\n    source: %s\n    target: %s", name, q.what,
-				strings.Join(a, "; "), strings.Join(b, "; ")))
+			diffs = append(diffs, fmt.Sprintf("table %s: %s differ:\n    %s: %s\n    %s: %s", name, q.what,
+				an, strings.Join(a, "; "), bn, strings.Join(b, "; ")))
 		}
 	}
 	if len(diffs) > 0 {
@@ -102,7 +108,7 @@ func compareTable(ctx context.Context, src, dst *sql.DB, schema, table string) (
 		return nil, err
 	}
 	if !same {
-		diffs = append(diffs, fmt.Sprintf("table %s: CHECKSUM TABLE differs: source %v, target %v", name, sc, dc))
+		diffs = append(diffs, fmt.Sprintf("table %s: CHECKSUM TABLE differs: %s %v, %s %v", name, an, sc, bn, dc))
 	}
 	q, err := hexQuery(ctx, src, schema, table)
 	if err != nil {
@@ -118,8 +124,8 @@ func compareTable(ctx context.Context, src, dst *sql.DB, schema, table string) (
 	}
 	onlySrc, onlyDst := multisetDiff(a, b)
 	if len(onlySrc)+len(onlyDst) > 0 {
-		diffs = append(diffs, fmt.Sprintf("table %s: rows differ (source %d rows, target %d): %d only on the source, %d only on the target; columns %s\n%s%s",
-			name, len(a), len(b), len(onlySrc), len(onlyDst), strings.TrimPrefix(q, "SELECT "), firstRows("source", onlySrc), firstRows("target", onlyDst)))
+		diffs = append(diffs, fmt.Sprintf("table %s: rows differ (%s %d rows, %s %d): %d only on the %s, %d only on the %s; columns %s\n%s%s",
+			name, an, len(a), bn, len(b), len(onlySrc), an, len(onlyDst), bn, strings.TrimPrefix(q, "SELECT "), firstRows(an, onlySrc), firstRows(bn, onlyDst)))
 	} else if !same && stable(sc) && stable(dc) && !hasGenerated(ctx, src, schema, table) {
 		diffs = append(diffs, fmt.Sprintf("table %s: the HEX rows agree (%d rows) but CHECKSUM TABLE does not", name, len(a)))
 	} else if !same {
@@ -146,7 +152,9 @@ func checksums(ctx context.Context, src, dst *sql.DB, qt string) (sv, dv []strin
 			out *[]string
 		}{{src, &sv}, {dst, &dv}} {
 			if try > 0 {
-				if _, err := side.db.ExecContext(ctx, "FLUSH TABLES "+qt); err != nil {
+				// Not binlogged: on the native replica a local GTID would
+				// break gtid_strict_mode for the source's next ones.
+				if _, err := side.db.ExecContext(ctx, "FLUSH NO_WRITE_TO_BINLOG TABLES "+qt); err != nil {
 					return nil, nil, false, err
 				}
 			}
@@ -211,7 +219,58 @@ func hexQuery(ctx context.Context, db *sql.DB, schema, table string) (string, er
 	if err := rows.Err(); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("SELECT CONCAT_WS(',', %s) FROM `%s`.`%s`", strings.Join(exprs, ", "), schema, table), nil
+	from := fmt.Sprintf("`%s`.`%s`", schema, table)
+	var typ string
+	if db.QueryRowContext(ctx, "SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME=?", schema, table).Scan(&typ) == nil && typ == "SYSTEM VERSIONED" {
+		// Every row version, with its period: a native replica of a
+		// row-based stream keeps the source's history and timestamps.
+		exprs = append(exprs, "HEX(ROW_START)", "HEX(ROW_END)")
+		from += " FOR SYSTEM_TIME ALL"
+	}
+	return fmt.Sprintf("SELECT CONCAT_WS(',', %s) FROM %s", strings.Join(exprs, ", "), from), nil
+}
+
+// fksQuery and checksQuery are a table's foreign keys and CHECK
+// constraints: a native replica has them, so the target must too.
+const fksQuery = `SELECT CONCAT_WS(' ', CONSTRAINT_NAME, UNIQUE_CONSTRAINT_SCHEMA, REFERENCED_TABLE_NAME, UPDATE_RULE, DELETE_RULE)
+	FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA=? AND TABLE_NAME=? ORDER BY CONSTRAINT_NAME`
+
+const checksQuery = `SELECT CONCAT_WS(' ', CONSTRAINT_NAME, LEVEL, CHECK_CLAUSE)
+	FROM information_schema.CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA=? AND TABLE_NAME=? ORDER BY CONSTRAINT_NAME`
+
+// compareSequences compares the schema's sequences: the same names, and
+// each one's definition and next_not_cached_value (the stored state a
+// native replica receives in the binlog; a target behind it would hand
+// out used values after a switch-over).
+func compareSequences(ctx context.Context, src, dst *sql.DB, schema, an, bn string) ([]string, error) {
+	q := "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_TYPE='SEQUENCE' ORDER BY TABLE_NAME"
+	a, err := strings1(ctx, src, q, schema)
+	if err != nil {
+		return nil, err
+	}
+	b, err := strings1(ctx, dst, q, schema)
+	if err != nil {
+		return nil, err
+	}
+	if strings.Join(a, ",") != strings.Join(b, ",") {
+		return []string{fmt.Sprintf("sequences differ: %s %v, %s %v", an, a, bn, b)}, nil
+	}
+	var diffs []string
+	for _, n := range a {
+		sq := fmt.Sprintf("SELECT CONCAT_WS(',', next_not_cached_value, minimum_value, maximum_value, start_value, increment, cache_size, cycle_option) FROM `%s`.`%s`", schema, n)
+		x, err := strings1(ctx, src, sq)
+		if err != nil {
+			return nil, err
+		}
+		y, err := strings1(ctx, dst, sq)
+		if err != nil {
+			return nil, err
+		}
+		if strings.Join(x, ";") != strings.Join(y, ";") {
+			diffs = append(diffs, fmt.Sprintf("sequence %s.%s differs (next_not_cached_value, min, max, start, increment, cache, cycle): %s %v, %s %v", schema, n, an, x, bn, y))
+		}
+	}
+	return diffs, nil
 }
 
 // multisetDiff returns the rows of a not in b and of b not in a, counting

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	env, err = NewEnv(bin, dir)
+	env, err = NewEnv(bin, dir, true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err, "(is mariadb-server installed? run 'make deps')")
 		os.Exit(1)
@@ -103,10 +103,16 @@ func TestFixedSeeds(t *testing.T) {
 }
 
 // knownBugs switches off what hits bugs that are not fixed yet (see
-// docs/difftest.md). Every bug the tester has found is fixed, so the fixed
-// seeds run with everything on; a new bug's switch goes here only until its
-// fix lands.
-var knownBugs = Features{}
+// docs/difftest.md); a switch goes here only until its fix lands. The
+// generator classes of issue 29 found bugs N1-N13 on main 02602c7 (FK
+// cascades, XA, statement format, savepoints, helper names, DDL re-runs,
+// target triggers, sequences, system versioning, CHECK); their switches
+// come off as the fixes are merged. Source triggers pass on main; the
+// DDL session class found N7 (seed 6: a latin1 default under
+// NO_BACKSLASH_ESCAPES, "Invalid default value" on the target).
+var knownBugs = Features{NoFK: true, NoTargetTriggers: true, NoXA: true, NoStatementFormat: true, NoSavepoints: true, NoDDLSession: true,
+	NoSequences: true, NoSysVersioned: true, NoCheckOff: true, NoHelperNames: true, NoDDLKills: true,
+	NoSequenceStop: true, NoSysVersionedStop: true}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()

@@ -22,20 +22,30 @@ import (
 type Env struct {
 	Src, Dst     *sandbox.Instance
 	SrcDB, DstDB *sql.DB
-	Bin          string // the sluice binary under test
-	Dir          string // task directories and logs
-	stops        []func()
+	// Rep is the native replica (the oracle): a stock MariaDB replica of
+	// Src, or nil when the Env was made without it.
+	Rep   *sandbox.Instance
+	RepDB *sql.DB
+	Bin   string // the sluice binary under test
+	Dir   string // task directories and logs
+	stops []func()
 }
 
-// NewEnv starts the two sandboxes. bin is the sluice binary (see Build);
-// dir holds the task directories.
-func NewEnv(bin, dir string) (*Env, error) {
+// NewEnv starts the two sandboxes, and with oracle a third one that
+// replicates the source natively (oracle.go). bin is the sluice binary
+// (see Build); dir holds the task directories.
+func NewEnv(bin, dir string, oracle bool) (*Env, error) {
 	e := &Env{Bin: bin, Dir: dir}
-	for _, s := range []struct {
+	type inst struct {
 		name string
 		inst **sandbox.Instance
 		db   **sql.DB
-	}{{"dtsrc", &e.Src, &e.SrcDB}, {"dtdst", &e.Dst, &e.DstDB}} {
+	}
+	insts := []inst{{"dtsrc", &e.Src, &e.SrcDB}, {"dtdst", &e.Dst, &e.DstDB}}
+	if oracle {
+		insts = append(insts, inst{"dtrep", &e.Rep, &e.RepDB})
+	}
+	for _, s := range insts {
 		inst, stop, err := sandboxtest.New(s.name)
 		if err != nil {
 			e.Close()
@@ -49,6 +59,12 @@ func NewEnv(bin, dir string) (*Env, error) {
 			return nil, err
 		}
 		*s.db = db
+	}
+	if oracle {
+		if err := e.startReplica(context.Background()); err != nil {
+			e.Close()
+			return nil, err
+		}
 	}
 	return e, nil
 }
@@ -71,7 +87,7 @@ func openDB(inst *sandbox.Instance) (*sql.DB, error) {
 
 // Close stops the sandboxes.
 func (e *Env) Close() {
-	for _, db := range []*sql.DB{e.SrcDB, e.DstDB} {
+	for _, db := range []*sql.DB{e.SrcDB, e.DstDB, e.RepDB} {
 		if db != nil {
 			db.Close()
 		}

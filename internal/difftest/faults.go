@@ -283,6 +283,11 @@ func (s *seedRun) faults(ctx context.Context) error {
 		if !fire {
 			continue
 		}
+		s.slMu.Lock()
+		if !s.sl.running() {
+			s.slMu.Unlock()
+			continue // stopped by itself: the loop's next check returns
+		}
 		switch {
 		case target && !s.cfg.Features.NoTargetRestart:
 			s.out("target restart #%d at applied gtid seq %d", s.res.TargetRestarts+1, cur)
@@ -291,6 +296,7 @@ func (s *seedRun) faults(ctx context.Context) error {
 			err := s.e.restartTarget(rctx)
 			cancel()
 			if err != nil {
+				s.slMu.Unlock()
 				return err
 			}
 			s.res.TargetRestarts++
@@ -308,9 +314,11 @@ func (s *seedRun) faults(ctx context.Context) error {
 			mode := s.restartMode(ctx)
 			s.out("kill -9 #%d %s; restart --mode %s", s.res.Kills, what, mode)
 			if err := s.sl.start(mode); err != nil {
+				s.slMu.Unlock()
 				return err
 			}
 		}
+		s.slMu.Unlock()
 		inCopy = false
 		base = progress(ctx, db, s.task)
 		k = int64(1 + r.Intn(80))

@@ -26,10 +26,27 @@ type Result struct {
 	DDL, DDLFailed int64
 	Elapsed        time.Duration
 	Dir            string // task directory and sluice.log
+	// Classes are the generator classes the seed drew (classes.go).
+	Classes []string
+	// Refusal names the stop class whose expected refusal sluice gave.
+	Refusal string
+	// DDLKills counts kills that landed after a DDL reached the target and
+	// before its checkpoint; DDLKillsMissed the tries that came too late.
+	DDLKills, DDLKillsMissed int
+	// Oracle is "off", "ok" or "differs"; OracleDiffs are the differences
+	// between the native replica and the source (or why it could not be
+	// compared): the generator's problem, not sluice's, so they do not
+	// fail the seed.
+	Oracle      string
+	OracleDiffs []string
 }
 
 func (r *Result) fail(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+func (r *Result) oracle(format string, args ...any) {
+	r.OracleDiffs = append(r.OracleDiffs, fmt.Sprintf(format, args...))
 }
 
 // Summary is the per-seed line.
@@ -41,8 +58,22 @@ func (r *Result) Summary() string {
 	case !r.Pass:
 		verdict = "FAIL"
 	}
-	return fmt.Sprintf("seed %d order=%s %s: rounds=%d stmts=%d (%d failed on the source) ddl=%d (%d refused by the source) kills=%d (%d in the copy) target-restarts=%d %.1fs",
-		r.Seed, r.Order, verdict, r.Rounds, r.Stmts, r.Failed, r.DDL, r.DDLFailed, r.Kills, r.CopyKills, r.TargetRestarts, r.Elapsed.Seconds())
+	oracle := r.Oracle
+	if len(r.OracleDiffs) > 0 {
+		oracle = "differs"
+	}
+	extra := ""
+	if len(r.Classes) > 0 {
+		extra += " classes=" + strings.Join(r.Classes, ",")
+	}
+	if r.Refusal != "" {
+		extra += " refused-as-expected=" + r.Refusal
+	}
+	if r.DDLKills+r.DDLKillsMissed > 0 {
+		extra += fmt.Sprintf(" ddl-kills=%d/%d", r.DDLKills, r.DDLKills+r.DDLKillsMissed)
+	}
+	return fmt.Sprintf("seed %d order=%s %s: rounds=%d stmts=%d (%d failed on the source) ddl=%d (%d refused by the source) kills=%d (%d in the copy) target-restarts=%d oracle=%s%s %.1fs",
+		r.Seed, r.Order, verdict, r.Rounds, r.Stmts, r.Failed, r.DDL, r.DDLFailed, r.Kills, r.CopyKills, r.TargetRestarts, oracle, extra, r.Elapsed.Seconds())
 }
 
 // seedRun is the state of one seed.
@@ -64,6 +95,12 @@ type seedRun struct {
 	// as documented (docs/manual/fullcopy.md), not a data difference.
 	copyKill bool
 	faultRng *rand.Rand
+	// slMu serialises kills and restarts of sluice between the fault
+	// schedule and the classes that place their own kills.
+	slMu sync.Mutex
+	// expect is the stop class that fired: sluice must now stop with its
+	// message.
+	expect *stopClass
 }
 
 // Script is a fixed scenario instead of a generated one: Before runs on
@@ -95,13 +132,19 @@ func run(ctx context.Context, e *Env, cfg Config, seed int64, sc *Script) (*Resu
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Oracle && e.RepDB == nil {
+		return nil, fmt.Errorf("difftest: the oracle is on but the Env has no native replica (NewEnv with oracle=true)")
+	}
 	start := time.Now()
 	s := &seedRun{e: e, cfg: cfg, seed: seed, order: cfg.orderFor(seed),
 		schema: fmt.Sprintf("dt_%d", seed), task: fmt.Sprintf("dt%d", seed), script: sc}
 	if sc != nil {
 		s.schema, s.task = "dt_"+sc.Name, "dt"+sc.Name
 	}
-	s.res = &Result{Seed: seed, Order: s.order}
+	s.res = &Result{Seed: seed, Order: s.order, Oracle: "off"}
+	if cfg.Oracle {
+		s.res.Oracle = "ok"
+	}
 	s.out = func(format string, args ...any) {
 		fmt.Fprintf(cfg.Out, "  seed %d: %s\n", seed, fmt.Sprintf(format, args...))
 	}
@@ -133,6 +176,11 @@ func (s *seedRun) run(ctx context.Context) error {
 	if err := s.e.startTarget(ctx); err != nil {
 		return err
 	}
+	if s.cfg.Oracle {
+		if err := s.prepareOracle(ctx); err != nil {
+			return err
+		}
+	}
 	s.dropSchemas(ctx)
 	_ = os.RemoveAll(s.dir)
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
@@ -144,6 +192,11 @@ func (s *seedRun) run(ctx context.Context) error {
 		}
 	}
 	s.w = &workload{seed: s.seed, schema: s.schema, f: s.cfg.Features, db: s.e.SrcDB, logf: logf}
+	if s.script == nil {
+		s.w.cls = drawClasses(s.seed, s.cfg.Features)
+		s.res.Classes = s.w.cls.names()
+		s.w.killAfter = s.killAfterSeq
+	}
 	if err := s.setup(ctx); err != nil {
 		return fmt.Errorf("seed %d: set up the source: %w", s.seed, err)
 	}
@@ -186,39 +239,56 @@ func (s *seedRun) run(ctx context.Context) error {
 			}
 			return
 		}
+		started := time.Now()
 		for round := 0; time.Now().Before(deadline) && wctx.Err() == nil; round++ {
+			ddlOK := true
+			// The ddlkills class places its kills against the replication
+			// checkpoint: its seeds hold DDL back until the copy is done.
+			if s.copyKill || s.cfg.Features.NoDDLInCopy || s.w.cls.on[clsDDLKills] {
+				_, ddlOK, _ = appliedPos(wctx, s.e.DstDB, s.task)
+			}
+			s.w.ddlOK.Store(ddlOK && !s.cfg.Features.NoDDL)
 			s.w.round(wctx, round)
 			s.res.Rounds = round + 1
-			if s.copyKill || s.cfg.Features.NoDDLInCopy {
-				if _, ok, _ := appliedPos(wctx, s.e.DstDB, s.task); !ok {
-					continue
-				}
+			if s.stopDue(started) {
+				s.fireStop(wctx)
+				return // the seed ends with the expected stop
+			}
+			if !ddlOK {
+				continue
 			}
 			if !s.cfg.Features.NoDDL && dr.Intn(3) == 0 && wctx.Err() == nil {
-				if err := s.w.ddl(wctx, round); err != nil && wctx.Err() == nil {
+				if err := s.ddlStep(wctx, round); err != nil && wctx.Err() == nil {
 					s.res.fail("tester: %v", err)
 					return
 				}
 			}
 		}
+		s.lateStop(wctx)
 	}()
 	faultErr := s.faults(wctx)
 	stopWork()
 	wg.Wait()
+	if s.w.cls != nil && s.w.cls.on[clsXA] {
+		s.w.xaCleanup(ctx)
+	}
 	s.res.Stmts, s.res.Failed = s.w.stmts.Load(), s.w.failed.Load()
 	s.res.DDL, s.res.DDLFailed = s.w.ddls.Load(), s.w.ddlFailed.Load()
 	if faultErr != nil {
 		return faultErr
 	}
 	if s.sluiceStopped() {
-		return nil
+		return s.checkOracle(ctx, false)
 	}
 	return s.finish(ctx)
 }
 
 func (s *seedRun) setup(ctx context.Context) error {
 	if s.script == nil {
-		return s.w.setup(ctx)
+		if err := s.w.setup(ctx); err != nil {
+			return err
+		}
+		return s.w.setupClasses(ctx)
 	}
 	for _, q := range append([]string{"CREATE DATABASE {s}", "CREATE TABLE {s}.zz_end (id INT PRIMARY KEY, note VARCHAR(64))"}, s.script.Before...) {
 		if _, err := s.e.SrcDB.ExecContext(ctx, strings.ReplaceAll(q, "{s}", s.schema)); err != nil {
@@ -235,6 +305,15 @@ func (s *seedRun) sluiceStopped() bool {
 		return false
 	}
 	tail := s.sl.tail()
+	if s.expect != nil {
+		if s.sl.exitErr() != nil && s.expect.pattern.MatchString(tail) {
+			s.res.Refusal = s.expect.name
+			s.out("sluice stopped as expected for class %s: %s", s.expect.name, tail)
+			return true
+		}
+		s.res.fail("sluice stopped (%v), but not with the refusal expected for class %s (/%s/): %s", s.sl.exitErr(), s.expect.name, s.expect.pattern, tail)
+		return true
+	}
 	if strings.Contains(tail, "unsupported DDL") {
 		s.res.Refused = true
 	}
@@ -284,19 +363,22 @@ func (s *seedRun) finish(ctx context.Context) error {
 		return err
 	}
 	if !s.waitApplied(ctx, end) {
-		return nil
+		return s.checkOracle(ctx, false)
+	}
+	if s.expect != nil {
+		s.res.fail("class %s: sluice caught up instead of stopping with /%s/", s.expect.name, s.expect.pattern)
 	}
 	if err := s.sl.stop(time.Minute); err != nil {
 		s.res.fail("sluice did not stop cleanly on SIGTERM: %v: %s", err, s.sl.tail())
 	}
-	diffs, err := compare(ctx, s.e.SrcDB, s.e.DstDB, s.schema)
+	diffs, err := compare(ctx, s.e.SrcDB, s.e.DstDB, s.schema, "source", "target")
 	if err != nil {
 		return fmt.Errorf("seed %d: compare: %w", s.seed, err)
 	}
 	for _, d := range diffs {
 		s.res.fail("%s", d)
 	}
-	return nil
+	return s.checkOracle(ctx, true)
 }
 
 // waitApplied waits until the target's checkpoint reaches end. It fails

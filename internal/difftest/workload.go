@@ -24,8 +24,17 @@ type workload struct {
 	db     *sql.DB
 	logf   func(format string, args ...any)
 	model  map[string]*Table
-	next   int // column name counter
-	tables int // table name counter
+	next   int          // column name counter
+	tables int          // table name counter
+	cls    *seedClasses // the generator classes of this seed (classes.go)
+	// killAfter, set by the runner, kills sluice and restarts it once the
+	// target has applied the source's domain-0 GTID seq (a fault placed by
+	// a class, e.g. after an XA PREPARE).
+	killAfter func(ctx context.Context, seq int64, what string) bool
+	// ddlOK is set by the runner before each round: DDL may run now (the
+	// copy is done, or no kill will interrupt it).
+	ddlOK atomic.Bool
+	kid   atomic.Int64 // ids for the class tables
 
 	stmts, failed, ddls, ddlFailed atomic.Int64
 }
@@ -40,6 +49,11 @@ func (w *workload) reload(ctx context.Context) error {
 		return fmt.Errorf("read the source's schema: %w", err)
 	}
 	delete(m, "zz_end")
+	for n := range m {
+		if isClassTable(n) {
+			delete(m, n) // driven by its class, not the generic DML/DDL
+		}
+	}
 	w.model = m
 	return nil
 }
@@ -111,6 +125,13 @@ func (w *workload) round(ctx context.Context, round int) {
 	}
 	workers := 1 + r.Intn(4)
 	var wg sync.WaitGroup
+	if w.cls != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.classRound(ctx, round)
+		}()
+	}
 	for i := 1; i <= workers; i++ {
 		wr := w.rng(round, i)
 		txns := 2 + wr.Intn(10)
