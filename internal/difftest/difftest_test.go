@@ -104,15 +104,14 @@ func TestFixedSeeds(t *testing.T) {
 
 // knownBugs switches off what hits bugs that are not fixed yet (see
 // docs/difftest.md); a switch goes here only until its fix lands. The
-// generator classes of issue 29 found bugs N1-N13 on main 02602c7 (FK
-// cascades, XA, statement format, savepoints, helper names, DDL re-runs,
-// target triggers, sequences, system versioning, CHECK); their switches
-// come off as the fixes are merged. Source triggers pass on main; the
-// DDL session class found N7 (seed 6: a latin1 default under
-// NO_BACKSLASH_ESCAPES, "Invalid default value" on the target).
-var knownBugs = Features{NoFK: true, NoTargetTriggers: true, NoXA: true, NoStatementFormat: true, NoSavepoints: true, NoDDLSession: true,
-	NoSequences: true, NoSysVersioned: true, NoCheckOff: true, NoHelperNames: true, NoDDLKills: true,
-	NoSequenceStop: true, NoSysVersionedStop: true}
+// generator classes of issue 29 found bugs N1-N13 on main 02602c7; the
+// fixes of FK cascades, target triggers, statement format, savepoints, DDL
+// session, helper names and DDL re-runs are merged, so those classes run.
+// Still off: XA until its fix is merged; sequences and system-versioned
+// tables as data (sluice refuses them by design; their stop classes run);
+// CHECK rows written with check_constraint_checks=0, which the full copy
+// still refuses (4025).
+var knownBugs = Features{NoXA: true, NoSequences: true, NoSysVersioned: true, NoCheckOff: true}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()
