@@ -13,7 +13,30 @@ const (
 	// ItemDDL is one DDL statement, already rewritten for the target (routes,
 	// filters, idempotent form). It is its own transaction; End is set.
 	ItemDDL
+	// ItemXAPrepare closes the open transaction as a prepared XA
+	// transaction (XID set): its rows are held, durably, and are applied
+	// only by the ItemXACommit of the same XID, or discarded by its
+	// ItemXARollback. End is set. The Begin of such a transaction carries
+	// the XID too, so that a consumer knows from the start that its rows
+	// are not to be applied yet.
+	ItemXAPrepare
+	// ItemXACommit applies the prepared XA transaction XID, as one
+	// transaction at this point of the source order (GTID, End set).
+	ItemXACommit
+	// ItemXARollback discards the prepared XA transaction XID (GTID, End
+	// set).
+	ItemXARollback
 )
+
+// EndsTxn reports whether an item of kind k ends a source event group:
+// it carries End, the position to resume from after it.
+func (k StreamKind) EndsTxn() bool {
+	switch k {
+	case ItemCommit, ItemDDL, ItemXAPrepare, ItemXACommit, ItemXARollback:
+		return true
+	}
+	return false
+}
 
 func (k StreamKind) String() string {
 	switch k {
@@ -25,6 +48,12 @@ func (k StreamKind) String() string {
 		return "commit"
 	case ItemDDL:
 		return "ddl"
+	case ItemXAPrepare:
+		return "xa-prepare"
+	case ItemXACommit:
+		return "xa-commit"
+	case ItemXARollback:
+		return "xa-rollback"
 	}
 	return "unknown"
 }
@@ -60,4 +89,8 @@ type StreamItem struct {
 	// Tables are the target tables a DDL names, routed (ItemDDL; empty for
 	// statements on whole schemas).
 	Tables []TableRef
+	// XID names an XA transaction (ItemBegin of a transaction that ends in
+	// ItemXAPrepare, and the XA items), in MariaDB's binlog form
+	// X'gtrid-hex',X'bqual-hex',formatID.
+	XID string
 }

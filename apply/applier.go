@@ -21,6 +21,8 @@ type txn struct {
 	end     sluice.Position
 	changes []sluice.RowChange
 	bytes   int
+	// xid is set for a prepared XA transaction's prepare group (xa.go).
+	xid string
 }
 
 // unit is a group of consecutive source transactions applied as one target
@@ -134,6 +136,10 @@ type Applier struct {
 	closeErr  error
 
 	clocks Clocks
+
+	// xaReady: the table of held XA transactions exists (xa.go; used by
+	// the scheduler goroutine only).
+	xaReady bool
 }
 
 // New returns an applier writing to db, which must accept multi-statement
@@ -530,7 +536,7 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 		if s.big != nil {
 			return errors.New("apply: a transaction began inside a streamed transaction")
 		}
-		s.cur = &txn{gtid: it.GTID, ts: it.Timestamp}
+		s.cur = &txn{gtid: it.GTID, ts: it.Timestamp, xid: it.XID}
 	case sluice.ItemRows:
 		if s.cur == nil {
 			return errors.New("apply: rows outside a transaction")
@@ -546,7 +552,7 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 		// the transaction is held whole until its end shows whether it is
 		// one of them. They are groups, each smaller than LargeTxnBytes
 		// unless the setting was lowered between the runs.
-		if s.cur.bytes > s.a.cfg.LargeTxnBytes && !s.skipPending() {
+		if s.cur.bytes > s.a.cfg.LargeTxnBytes && !s.skipPending() && s.cur.xid == "" {
 			return s.startBig(ctx)
 		}
 	case sluice.ItemCommit:
@@ -580,6 +586,8 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 			return err
 		}
 		return s.a.applyDDL(ctx, it)
+	case sluice.ItemXAPrepare, sluice.ItemXACommit, sluice.ItemXARollback:
+		return s.xa(ctx, it)
 	}
 	return nil
 }

@@ -112,6 +112,8 @@ type Decoder struct {
 	// key is entry's scratch buffer for the tables map's key: looking a
 	// key up as string(d.key) does not allocate.
 	key []byte
+	// xa is the state of the XA group being read (xa.go).
+	xas xaState
 }
 
 // New returns a decoder. tracker may be nil when the source always sends
@@ -211,6 +213,9 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 		d.gtidDirty = true
 		d.ddlGroup = e.IsStandalone()
 		d.rowsDDL = e.IsDDL() && !e.IsStandalone()
+		if xa, err := d.xaGroup(ev.RawData, e, pos, ts); err != nil || xa {
+			return d.out, err
+		}
 		if !d.ddlGroup {
 			d.begin(ts)
 		}
@@ -229,6 +234,10 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 		return d.out, d.query(e, pos, ts)
 	case *replication.XIDEvent:
 		d.commit(pos, ts)
+	case *replication.GenericEvent:
+		if ev.Header.EventType == replication.XA_PREPARE_LOG_EVENT {
+			return d.out, d.xaPrepare(e, pos, ts)
+		}
 	case *replication.TableMapEvent:
 		// Kept by the parser and reached through each RowsEvent.Table.
 	case *replication.RowsEvent:
@@ -267,6 +276,9 @@ func (d *Decoder) commit(pos sluice.Position, ts uint32) {
 func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint32) error {
 	q := strings.TrimSpace(string(e.Query))
 	d.micros, _ = queryMicros(e.StatusVars)
+	if hasPrefixFold(q, "XA ") {
+		return d.xa(e, q, pos, ts)
+	}
 	switch {
 	case strings.EqualFold(q, "BEGIN"):
 		if !d.inTxn {

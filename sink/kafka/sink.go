@@ -349,7 +349,14 @@ func (s *Sink) Write(ctx context.Context, it sluice.StreamItem) error {
 
 func (s *Sink) write(ctx context.Context, it *sluice.StreamItem) error {
 	switch it.Kind {
+	case sluice.ItemXAPrepare, sluice.ItemXACommit, sluice.ItemXARollback:
+		return xaRefused(it)
 	case sluice.ItemBegin:
+		if it.XID != "" {
+			// Publishing a prepared transaction's rows before its XA
+			// COMMIT would publish rows that may be rolled back.
+			return xaRefused(it)
+		}
 		if err := s.beginLocked(); err != nil {
 			return err
 		}
@@ -626,4 +633,12 @@ func gtidServer(g string) uint32 {
 	}
 	n, _ := strconv.ParseUint(parts[1], 10, 32)
 	return uint32(n)
+}
+
+// xaRefused stops the sink at a two-phase XA transaction: its rows would
+// have to be held until XA COMMIT, which the sink does not do.
+func xaRefused(it *sluice.StreamItem) error {
+	return &sluice.Error{Op: "kafka sink: replicate XA transaction " + it.XID + " (GTID " + it.GTID + ")",
+		Err:  fmt.Errorf("%w: two-phase XA transactions (XA PREPARE, then XA COMMIT) are not supported by the Kafka sink", sluice.ErrConfig),
+		Hint: "use XA COMMIT ... ONE PHASE or ordinary transactions on the source for the tables the sink reads, or exclude the tables; then resume after the transaction with sluice skip"}
 }
