@@ -26,13 +26,19 @@ const (
 	// ItemXARollback discards the prepared XA transaction XID (GTID, End
 	// set).
 	ItemXARollback
+	// ItemRollback closes the open transaction and discards its rows: the
+	// source's group ended in ROLLBACK. MariaDB writes such a group for an
+	// XA transaction rolled back before XA PREPARE that also changed a
+	// non-transactional table (whose changes are a group of their own);
+	// a replica runs it and rolls it back. End is set.
+	ItemRollback
 )
 
 // EndsTxn reports whether an item of kind k ends a source event group:
 // it carries End, the position to resume from after it.
 func (k StreamKind) EndsTxn() bool {
 	switch k {
-	case ItemCommit, ItemDDL, ItemXAPrepare, ItemXACommit, ItemXARollback:
+	case ItemCommit, ItemDDL, ItemXAPrepare, ItemXACommit, ItemXARollback, ItemRollback:
 		return true
 	}
 	return false
@@ -54,6 +60,8 @@ func (k StreamKind) String() string {
 		return "xa-commit"
 	case ItemXARollback:
 		return "xa-rollback"
+	case ItemRollback:
+		return "rollback"
 	}
 	return "unknown"
 }

@@ -588,6 +588,8 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 		return s.a.applyDDL(ctx, it)
 	case sluice.ItemXAPrepare, sluice.ItemXACommit, sluice.ItemXARollback:
 		return s.xa(ctx, it)
+	case sluice.ItemRollback:
+		return s.rollbackGroup(ctx, it)
 	}
 	return nil
 }

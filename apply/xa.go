@@ -7,6 +7,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/sqlgen"
@@ -348,4 +349,68 @@ func xaApplyError(it sluice.StreamItem, err error) error {
 		return err
 	}
 	return fmt.Errorf("apply XA COMMIT %s (GTID %s, up to %s): %w", it.XID, it.GTID, it.End, err)
+}
+
+// rollbackGroup ends a source group that ended in ROLLBACK (ItemRollback).
+// A replica runs its rows and rolls them back: the rows of transactional
+// tables vanish and those of non-transactional tables stay, as they stay
+// on the source. The same holds here, by the target's engines. A large
+// transaction already streamed is rolled back on the target, which does
+// the same by itself.
+func (s *scheduler) rollbackGroup(ctx context.Context, it sluice.StreamItem) error {
+	a := s.a
+	t := s.cur
+	s.cur = nil
+	if t == nil {
+		return nil
+	}
+	t.end = it.End
+	if s.big != nil {
+		b := s.big
+		s.big = nil
+		b.bw.rollback()
+		// Its place in the commit order passes without a commit; the
+		// next checkpoint written covers it.
+		a.committed(b.seq, nil, it.End, 1, 0, it.Timestamp)
+		return nil
+	}
+	if before(t.end, a.startPos) || s.committedBefore(t.end) {
+		return nil
+	}
+	kept := t.changes[:0]
+	engines := map[sluice.TableRef]bool{}
+	for _, c := range t.changes {
+		nt, ok := engines[c.Table.Ref]
+		if !ok {
+			var engine sql.NullString
+			err := a.db.QueryRowContext(ctx, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME=?",
+				c.Table.Ref.Schema, c.Table.Ref.Name).Scan(&engine)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("read the engine of %s for a rolled-back transaction: %w", c.Table.Ref, err)
+			}
+			nt = !transactionalEngine(engine.String)
+			engines[c.Table.Ref] = nt
+		}
+		if nt {
+			kept = append(kept, c)
+		}
+	}
+	// Added even when empty, as a transaction whose rows were all
+	// filtered out is: the applied position and the checkpoint move past it.
+	t.changes, t.bytes = kept, 0
+	for i := range kept {
+		t.bytes += changeBytes(&kept[i])
+	}
+	return s.add(ctx, t)
+}
+
+// transactionalEngine reports whether a table of engine e rolls back. A
+// table sluice cannot find (e "") is taken as transactional: its rows
+// would fail to apply anyway.
+func transactionalEngine(e string) bool {
+	switch strings.ToUpper(e) {
+	case "", "INNODB", "ROCKSDB", "TOKUDB", "XTRADB", "NDBCLUSTER", "NDB":
+		return true
+	}
+	return false
 }

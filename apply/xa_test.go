@@ -91,7 +91,9 @@ func TestXATwoPhase(t *testing.T) {
 		"CREATE TABLE xa.t (id INT PRIMARY KEY, v INT, s VARCHAR(20), b VARBINARY(8), d DECIMAL(12,3), f FLOAT)",
 		"CREATE TABLE xa.u (id INT PRIMARY KEY, n INT NOT NULL)",
 		"CREATE TABLE xa.k (a INT, b VARCHAR(10))",
+		"CREATE TABLE xa.m (id INT PRIMARY KEY, n INT) ENGINE=MyISAM",
 		"INSERT INTO xa.u VALUES (1,0),(2,0),(3,0)",
+		"INSERT INTO xa.m VALUES (1,0)",
 	)
 	c1, c2, c3, c4 := xaConn(t, src), xaConn(t, src), xaConn(t, src), xaConn(t, src)
 	xaExec(t, c1, "XA START 'x1'",
@@ -116,12 +118,20 @@ func TestXATwoPhase(t *testing.T) {
 	xaExec(t, c1, "XA START 'x6'", "INSERT INTO xa.t (id,v) VALUES (9,9)", "XA END 'x6'", "XA COMMIT 'x6' ONE PHASE")
 	xaExec(t, c1, "XA START 'x7'", "DO 1", "XA END 'x7'", "XA PREPARE 'x7'", "XA COMMIT 'x7'") // writes nothing
 	xaExec(t, c1, "XA START 'x1'", "UPDATE xa.t SET s='again' WHERE id=1", "XA END 'x1'", "XA PREPARE 'x1'", "XA COMMIT 'x1'")
+	// Rolled back before PREPARE after a non-transactional change: MariaDB
+	// logs the MyISAM row as its own transaction and the InnoDB rows in a
+	// group that ends in ROLLBACK, which a replica rolls back. A statement
+	// that changes both engines puts both rows in that group, and only
+	// the MyISAM one stays.
+	xaExec(t, c1, "XA START 'x8'", "INSERT INTO xa.t (id,v) VALUES (200,1)", "INSERT INTO xa.m VALUES (200,0)", "XA END 'x8'", "XA ROLLBACK 'x8'")
+	xaExec(t, c1, "XA START 'x9'", "INSERT INTO xa.t (id,v) VALUES (201,1)",
+		"UPDATE xa.t JOIN xa.m ON xa.t.id=1 AND xa.m.id=1 SET xa.t.v=xa.t.v+1, xa.m.n=xa.m.n+1", "XA END 'x9'", "XA ROLLBACK 'x9'")
 	until := sourcePos(t, src)
 	st, err := replicate(context.Background(), srcInst, runOpts{task: "xa2pc", workers: 4, until: until})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameChecksums(t, src, dst, "xa.t", "xa.u", "xa.k")
+	sameChecksums(t, src, dst, "xa.t", "xa.u", "xa.k", "xa.m")
 	if n := heldXA(t, dst, "xa2pc"); n != 0 {
 		t.Fatalf("%d XA transactions still held after all completed", n)
 	}
@@ -132,7 +142,30 @@ func TestXATwoPhase(t *testing.T) {
 	if _, err := replicate(context.Background(), srcInst, runOpts{task: "xa2pc", until: until}); err != nil {
 		t.Fatal(err)
 	}
-	sameChecksums(t, src, dst, "xa.t", "xa.u", "xa.k")
+	sameChecksums(t, src, dst, "xa.t", "xa.u", "xa.k", "xa.m")
+}
+
+// TestXARollbackGroupStreamed: a group that ends in ROLLBACK and is too
+// large to hold is streamed to the target and rolled back there; its
+// MyISAM row, logged as its own transaction, stays.
+func TestXARollbackGroupStreamed(t *testing.T) {
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	dst := sandboxtest.MustOpen(t, dstInst, "")
+	seed(t, "xarbig", src)
+	sandboxtest.MustExec(t, src, "CREATE DATABASE xb", "CREATE TABLE xb.t (id INT PRIMARY KEY, s VARCHAR(100))",
+		"CREATE TABLE xb.m (id INT PRIMARY KEY) ENGINE=MyISAM")
+	c := xaConn(t, src)
+	stmts := []string{"XA START 'big'", "INSERT INTO xb.m VALUES (1)"}
+	for i := 0; i < 200; i++ {
+		stmts = append(stmts, fmt.Sprintf("INSERT INTO xb.t VALUES (%d, REPEAT('x', 100))", i))
+	}
+	xaExec(t, c, append(stmts, "XA END 'big'", "XA ROLLBACK 'big'")...)
+	sandboxtest.MustExec(t, src, "INSERT INTO xb.t VALUES (1000, 'after')")
+	until := sourcePos(t, src)
+	if _, err := replicate(context.Background(), srcInst, runOpts{task: "xarbig", large: 4096, until: until}); err != nil {
+		t.Fatal(err)
+	}
+	sameChecksums(t, src, dst, "xb.t", "xb.m")
 }
 
 // TestXAHeldAcrossRestart stops replication while a transaction is

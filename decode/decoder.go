@@ -285,8 +285,11 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 			d.begin(ts)
 		}
 		return nil
-	case strings.EqualFold(q, "COMMIT"), strings.EqualFold(q, "ROLLBACK"):
+	case strings.EqualFold(q, "COMMIT"):
 		d.commit(pos, ts)
+		return nil
+	case strings.EqualFold(q, "ROLLBACK"):
+		d.rollback(pos, ts)
 		return nil
 	case hasPrefixFold(q, "SAVEPOINT"), hasPrefixFold(q, "ROLLBACK TO"), hasPrefixFold(q, "RELEASE SAVEPOINT"):
 		return nil

@@ -344,3 +344,19 @@ func unescape(c byte) byte {
 	}
 	return c
 }
+
+// rollback ends a group whose last statement is ROLLBACK. MariaDB writes
+// one for an XA transaction rolled back before XA PREPARE after it also
+// changed a non-transactional table: the non-transactional changes are a
+// group of their own, committed, and this group holds the transactional
+// rows, which a replica runs and then rolls back. (A plain transaction
+// rolled back writes none of its transactional rows.) Its rows are
+// discarded, and its end is still a position to resume from.
+func (d *Decoder) rollback(pos sluice.Position, ts uint32) {
+	d.xas = xaState{}
+	if !d.inTxn {
+		return
+	}
+	d.inTxn = false
+	d.out = append(d.out, sluice.StreamItem{Kind: sluice.ItemRollback, GTID: d.gtid, Timestamp: ts, End: d.endPos(pos)})
+}

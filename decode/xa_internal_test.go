@@ -110,11 +110,14 @@ func TestXAMariaDBGroups(t *testing.T) {
 		xaPrepareEv(0, "x5", "bq", 7),
 		mariaGTID(20, 0x89, 0, "x5", "bq", 7),
 		queryEv("XA ROLLBACK X'7835',X'6271',7"),
+		// XA rolled back before PREPARE after a non-transactional change.
+		mariaGTID(21, 0x08, 0, "", "", 0),
+		queryEv("ROLLBACK"),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "begin(X'6d32',X'',1) xa-prepare(X'6d32',X'',1) xa-commit(X'6d32',X'',1) begin(X'7835',X'6271',7) xa-prepare(X'7835',X'6271',7) xa-rollback(X'7835',X'6271',7)"
+	want := "begin(X'6d32',X'',1) xa-prepare(X'6d32',X'',1) xa-commit(X'6d32',X'',1) begin(X'7835',X'6271',7) xa-prepare(X'7835',X'6271',7) xa-rollback(X'7835',X'6271',7) begin rollback"
 	if got := kinds(items); got != want {
 		t.Fatalf("items %s\nwant  %s", got, want)
 	}

@@ -234,7 +234,7 @@ func (f *Filter) Item(it *sluice.StreamItem, pos sluice.Position) (bool, error) 
 	case sluice.ItemBegin:
 		f.gtid, f.decided, f.xa = it.GTID, false, it.XID != ""
 		return true, nil
-	case sluice.ItemCommit, sluice.ItemXAPrepare:
+	case sluice.ItemCommit, sluice.ItemXAPrepare, sluice.ItemRollback:
 		f.decided, f.xa = false, false
 		return true, nil
 	case sluice.ItemXACommit:
