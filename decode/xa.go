@@ -34,7 +34,7 @@ import (
 // one-phase commit with Query "XA COMMIT ... ONE PHASE" (or an
 // XA_PREPARE_LOG_EVENT with one_phase=1), and otherwise the same groups.
 //
-// A native replica (MariaDB 10.5+, log_event_server.cc) runs the prepare
+// A native replica (MariaDB 10.5+, MDEV-742) runs the prepare
 // group as XA START ... XA END; XA PREPARE on itself, so the rows are held
 // invisible and locked, and XA COMMIT / XA ROLLBACK complete them at the
 // completion group's place in the source order. The decoder emits the same
