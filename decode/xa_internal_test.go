@@ -172,3 +172,30 @@ func TestXAUnknownShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestXACommitSkipped: sluice skip of an XA COMMIT's GTID (the fix named
+// when its prepare was never read) drops the held rows instead of applying
+// them; sluice replace cannot stand for it.
+func TestXACommitSkipped(t *testing.T) {
+	for _, h := range []*Handling{{Skip: true}, {SQL: []string{"DO 1"}}} {
+		cfg := DefaultConfig()
+		cfg.Handle = func(gtid string, _ sluice.Position) *Handling {
+			if gtid == "0-1-18" {
+				return h
+			}
+			return nil
+		}
+		d, err := New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items, err := feedAll(t, d, mariaGTID(18, 0x89, 0, "m2", "", 1), queryEv("XA COMMIT X'6d32',X'',1"))
+		if h.Skip {
+			if err != nil || kinds(items) != "xa-rollback(X'6d32',X'',1)" {
+				t.Fatalf("skip: %s, %v", kinds(items), err)
+			}
+		} else if err == nil {
+			t.Fatalf("replace: got %s, want an error", kinds(items))
+		}
+	}
+}
