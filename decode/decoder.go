@@ -112,7 +112,7 @@ type Decoder struct {
 	// key is entry's scratch buffer for the tables map's key: looking a
 	// key up as string(d.key) does not allocate.
 	key []byte
-	// xa is the state of the XA group being read (xa.go).
+	// xas is the state of the XA group being read (xa.go).
 	xas xaState
 }
 
