@@ -16,9 +16,10 @@ const (
 	// ItemXAPrepare closes the open transaction as a prepared XA
 	// transaction (XID set): its rows are held, durably, and are applied
 	// only by the ItemXACommit of the same XID, or discarded by its
-	// ItemXARollback. End is set. The Begin of such a transaction carries
-	// the XID too, so that a consumer knows from the start that its rows
-	// are not to be applied yet.
+	// ItemXARollback. End is set. When the source says so at the start
+	// (MariaDB's GTID event), the Begin of such a transaction carries the
+	// XID too, so that a consumer knows its rows are not to be applied yet;
+	// MySQL's XA START does not tell a prepare from a one-phase commit.
 	ItemXAPrepare
 	// ItemXACommit applies the prepared XA transaction XID, as one
 	// transaction at this point of the source order (GTID, End set).
@@ -97,8 +98,8 @@ type StreamItem struct {
 	// Tables are the target tables a DDL names, routed (ItemDDL; empty for
 	// statements on whole schemas).
 	Tables []TableRef
-	// XID names an XA transaction (ItemBegin of a transaction that ends in
-	// ItemXAPrepare, and the XA items), in MariaDB's binlog form
+	// XID names an XA transaction (the XA items, and ItemBegin of a
+	// transaction known to end in ItemXAPrepare), in MariaDB's binlog form
 	// X'gtrid-hex',X'bqual-hex',formatID.
 	XID string
 }

@@ -496,6 +496,11 @@ type scheduler struct {
 	// dispatching it would have waited (chain.go).
 	recheck int
 	grown   bool
+	// holding: the open XA prepare group's rows are being written to
+	// apply_xa in a target transaction on the serial connection, and
+	// holdChunk is the next chunk number (xa.go).
+	holding   bool
+	holdChunk int
 }
 
 // drain handles every item queued now.
@@ -523,6 +528,11 @@ func (s *scheduler) flush(ctx context.Context) error {
 		// The streamed transaction commits when its Commit item arrives;
 		// everything before it is what can be waited for now.
 		return s.a.waitTurn(s.big.seq)
+	}
+	if s.holding {
+		// Everything before the XA prepare group being held committed
+		// when the hold began; its own transaction commits at the prepare.
+		return nil
 	}
 	if err := s.a.barrier(); err != nil {
 		return err
@@ -552,7 +562,10 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 		// the transaction is held whole until its end shows whether it is
 		// one of them. They are groups, each smaller than LargeTxnBytes
 		// unless the setting was lowered between the runs.
-		if s.cur.bytes > s.a.cfg.LargeTxnBytes && !s.skipPending() && s.cur.xid == "" {
+		if s.cur.xid != "" {
+			return s.xaRows(ctx)
+		}
+		if s.cur.bytes > s.a.cfg.LargeTxnBytes && !s.skipPending() {
 			return s.startBig(ctx)
 		}
 	case sluice.ItemCommit:

@@ -52,8 +52,9 @@ import (
 // prepare, is exact: the source's prepared transaction held its row locks
 // until it completed, so no transaction in between touched its rows.
 //
-// A prepared transaction is held in memory while its prepare group is
-// read (it is not streamed in parts, as a large ordinary transaction is).
+// A prepare group larger than LargeTxnBytes is not held in memory: its
+// rows go to apply_xa as they are read, in the target transaction that
+// commits with the prepare's checkpoint (xaRows).
 
 // ErrXANotHeld: an XA COMMIT names a transaction whose prepare sluice
 // never read.
@@ -105,17 +106,33 @@ func (s *scheduler) xa(ctx context.Context, it sluice.StreamItem) error {
 		if t == nil {
 			return nil // the stream started inside a group applied already
 		}
-		if t.xid != it.XID {
+		if t.xid != "" && t.xid != it.XID {
 			return fmt.Errorf("apply: XA PREPARE %s closes a transaction begun as %q", it.XID, t.xid)
+		}
+		if s.big != nil {
+			// MySQL: its XA START does not say the group ends in a
+			// prepare, and the group grew past LargeTxnBytes, so its rows
+			// went to the target as an ordinary transaction's would.
+			s.big.bw.rollback()
+			s.big = nil
+			return &sluice.Error{Op: "hold XA transaction " + it.XID + " (GTID " + it.GTID + ") at " + it.End.String(),
+				Err:  fmt.Errorf("%w: the prepared transaction is larger than large-txn-bytes (%d), and a MySQL source does not mark a prepare group at its start", sluice.ErrConfig, a.cfg.LargeTxnBytes),
+				Hint: "raise apply large-txn-bytes above the transaction's size and restart the task (nothing of it was applied)"}
 		}
 		t.end = it.End
 		if before(it.End, a.startPos) {
+			if s.holding {
+				s.holding = false
+				_, _ = a.serial.ExecContext(context.Background(), "ROLLBACK")
+			}
 			return nil
 		}
-		if err := s.flush(ctx); err != nil {
-			return err
+		if !s.holding {
+			if err := s.flush(ctx); err != nil {
+				return err
+			}
 		}
-		return a.xaPrepare(ctx, t, it)
+		return s.xaPrepare(ctx, t, it)
 	case sluice.ItemXACommit, sluice.ItemXARollback:
 		s.cur = nil
 		if before(it.End, a.startPos) {
@@ -130,61 +147,121 @@ func (s *scheduler) xa(ctx context.Context, it sluice.StreamItem) error {
 }
 
 // xaPrepare holds the prepared transaction t and moves the checkpoint past
-// its prepare group, in one target transaction.
-func (a *Applier) xaPrepare(ctx context.Context, t *txn, it sluice.StreamItem) error {
-	if err := a.ensureXA(ctx); err != nil {
-		return err
+// its prepare group, in one target transaction: the one xaRows began when
+// the group grew large, or a new one.
+func (s *scheduler) xaPrepare(ctx context.Context, t *txn, it sluice.StreamItem) error {
+	a := s.a
+	if !s.holding {
+		if err := a.xaHoldBegin(ctx, it.XID, it.GTID); err != nil {
+			return err
+		}
+		s.holding, s.holdChunk = true, 0
 	}
-	chunks, err := a.encodeXA(t.changes)
-	if err != nil {
-		return &sluice.Error{Op: "hold XA transaction " + it.XID + " (GTID " + it.GTID + ")", Err: err,
-			Hint: "report this to the sluice developers with the table definitions; the transaction is not applied"}
+	s.holding = false
+	if len(t.changes) > 0 || s.holdChunk == 0 {
+		if _, err := a.xaHoldWrite(ctx, it.XID, it.GTID, s.holdChunk, t.changes); err != nil {
+			return err
+		}
 	}
 	a.mu.Lock()
 	a.lastSeq++
 	seq := a.lastSeq
 	a.mu.Unlock()
-	c := a.serial
-	fail := func(err error) error {
-		_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+	if err := a.xaCommitCheckpoint(ctx, seq, it); err != nil {
+		_, _ = a.serial.ExecContext(context.Background(), "ROLLBACK")
 		return fmt.Errorf("hold XA transaction %s (GTID %s) at %s: %w", it.XID, it.GTID, it.End, err)
 	}
+	a.committed(seq, nil, it.End, 1, 0, it.Timestamp)
+	a.markPersisted(seq)
+	return nil
+}
+
+// xaRows runs after each Rows item of a prepare group. A group that grows
+// past LargeTxnBytes is not held in memory: every earlier transaction is
+// committed first, then a target transaction on the serial connection
+// takes its rows into apply_xa as they arrive, in chunks of BatchBytes,
+// and commits with the prepare's checkpoint (xaPrepare). No group is
+// dispatched meanwhile: the items until the prepare are this group's.
+func (s *scheduler) xaRows(ctx context.Context) error {
+	a := s.a
+	if !s.holding {
+		if s.cur.bytes <= a.cfg.LargeTxnBytes || s.skipPending() {
+			return nil
+		}
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+		if err := a.xaHoldBegin(ctx, s.cur.xid, s.cur.gtid); err != nil {
+			return err
+		}
+		s.holding, s.holdChunk = true, 0
+	} else if s.cur.bytes < a.cfg.BatchBytes {
+		return nil
+	}
+	next, err := a.xaHoldWrite(ctx, s.cur.xid, s.cur.gtid, s.holdChunk, s.cur.changes)
+	if err != nil {
+		s.holding = false
+		return err
+	}
+	s.holdChunk = next
+	s.cur.changes, s.cur.bytes = nil, 0
+	return nil
+}
+
+// xaHoldBegin opens the target transaction that holds a prepared XA
+// transaction, refusing an XID that is held already.
+func (a *Applier) xaHoldBegin(ctx context.Context, xid, gtid string) error {
+	if err := a.ensureXA(ctx); err != nil {
+		return err
+	}
+	c := a.serial
 	if _, err := c.ExecContext(ctx, "START TRANSACTION"); err != nil {
-		return fail(err)
+		return fmt.Errorf("hold XA transaction %s (GTID %s): %w", xid, gtid, err)
 	}
 	var n int
-	if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+a.xaTable()+" WHERE task=? AND xid=?", a.cfg.Task, it.XID).Scan(&n); err != nil {
-		return fail(err)
+	if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+a.xaTable()+" WHERE task=? AND xid=?", a.cfg.Task, xid).Scan(&n); err != nil {
+		_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+		return fmt.Errorf("hold XA transaction %s (GTID %s): %w", xid, gtid, err)
 	}
 	if n > 0 {
 		_, _ = c.ExecContext(context.Background(), "ROLLBACK")
-		return &sluice.Error{Op: "hold XA transaction " + it.XID + " (GTID " + it.GTID + ") at " + it.End.String(),
+		return &sluice.Error{Op: "hold XA transaction " + xid + " (GTID " + gtid + ")",
 			Err:  errors.New("a transaction with this XID is held already: the source prepared it twice without a completion in between"),
 			Hint: "check the source's binlog around both prepares (mariadb-binlog -vv); sluice stops rather than guess which one the next XA COMMIT completes"}
+	}
+	return nil
+}
+
+// xaHoldWrite adds changes to the held transaction as chunks first,
+// first+1, ... and returns the next chunk number. On error the target
+// transaction is rolled back.
+func (a *Applier) xaHoldWrite(ctx context.Context, xid, gtid string, first int, changes []sluice.RowChange) (int, error) {
+	c := a.serial
+	chunks, err := a.encodeXA(changes)
+	if err != nil {
+		_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+		return 0, &sluice.Error{Op: "hold XA transaction " + xid + " (GTID " + gtid + ")", Err: err,
+			Hint: "report this to the sluice developers with the table definitions; the transaction is not applied"}
 	}
 	for i, data := range chunks {
 		q := append([]byte("INSERT INTO "), a.xaTable()...)
 		q = append(q, " (task, xid, chunk, gtid, data) VALUES ("...)
 		q = sqlgen.AppendQuoted(q, a.cfg.Task)
 		q = append(q, ',')
-		q = sqlgen.AppendQuoted(q, it.XID)
+		q = sqlgen.AppendQuoted(q, xid)
 		q = append(q, ',')
-		q = sqlgen.AppendValue(q, int64(i))
+		q = sqlgen.AppendValue(q, int64(first+i))
 		q = append(q, ',')
-		q = sqlgen.AppendQuoted(q, it.GTID)
+		q = sqlgen.AppendQuoted(q, gtid)
 		q = append(q, ',')
 		q = sqlgen.AppendValue(q, data)
 		q = append(q, ')')
 		if _, err := c.ExecContext(ctx, string(q)); err != nil {
-			return fail(err)
+			_, _ = c.ExecContext(context.Background(), "ROLLBACK")
+			return 0, fmt.Errorf("hold XA transaction %s (GTID %s): %w", xid, gtid, err)
 		}
 	}
-	if err := a.xaCommitCheckpoint(ctx, seq, it); err != nil {
-		return fail(err)
-	}
-	a.committed(seq, nil, it.End, 1, 0, it.Timestamp)
-	a.markPersisted(seq)
-	return nil
+	return first + len(chunks), nil
 }
 
 // xaCommitCheckpoint writes the serial checkpoint past item it and commits.

@@ -70,6 +70,9 @@ func sameChecksums(t *testing.T, src, dst *sql.DB, tables ...string) {
 func heldXA(t *testing.T, dst *sql.DB, task string) int {
 	t.Helper()
 	var n int
+	if err := dst.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA='sluice_meta' AND TABLE_NAME='apply_xa'").Scan(&n); err != nil || n == 0 {
+		return 0 // not made yet: nothing was ever held
+	}
 	if err := dst.QueryRow("SELECT COUNT(DISTINCT xid) FROM sluice_meta.apply_xa WHERE task=?", task).Scan(&n); err != nil {
 		t.Fatalf("count held XA transactions: %v", err)
 	}
@@ -194,6 +197,56 @@ func TestXARollbackGroupStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameChecksums(t, src, dst, "xb.t", "xb.m")
+}
+
+// TestXALargePrepareStreamed: a prepare group larger than LargeTxnBytes
+// goes to the held table as it is read, in one target transaction with
+// the prepare's checkpoint; runs stopped abruptly while it is being
+// written leave nothing held, and the last run applies it at its commit.
+func TestXALargePrepareStreamed(t *testing.T) {
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	dst := sandboxtest.MustOpen(t, dstInst, "")
+	seed(t, "xalarge", src)
+	sandboxtest.MustExec(t, src, "CREATE DATABASE xl", "CREATE TABLE xl.t (id INT PRIMARY KEY, s VARCHAR(200))", "INSERT INTO xl.t VALUES (0, 'before')")
+	c := xaConn(t, src)
+	stmts := []string{"XA START 'large'"}
+	for i := 1; i <= 300; i++ {
+		stmts = append(stmts, fmt.Sprintf("INSERT INTO xl.t VALUES (%d, REPEAT('%c', 150))", i, 'a'+i%26))
+	}
+	xaExec(t, c, append(stmts, "UPDATE xl.t SET s='changed' WHERE id=0", "XA END 'large'", "XA PREPARE 'large'")...)
+	xaDisconnect(t, c)
+	sandboxtest.MustExec(t, src, "INSERT INTO xl.t VALUES (1000, 'after the prepare')")
+	until := sourcePos(t, src)
+	// Stop after 5, 50 and 150 items: inside the group's rows (one Rows
+	// item per row event), before its prepare.
+	for _, k := range []int{5, 50, 150} {
+		n := 0
+		_, err := replicate(context.Background(), srcInst, runOpts{task: "xalarge", large: 4096, until: until,
+			after: func(*apply.Applier) bool { n++; return n >= k }})
+		if err != errCrashed {
+			t.Fatalf("stop after %d items: %v", k, err)
+		}
+		if n := heldXA(t, dst, "xalarge"); n != 0 {
+			t.Fatalf("after a stop inside the prepare group, %d transactions held", n)
+		}
+	}
+	if _, err := replicate(context.Background(), srcInst, runOpts{task: "xalarge", large: 4096, until: until}); err != nil {
+		t.Fatal(err)
+	}
+	var chunks int
+	if err := dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.apply_xa WHERE task='xalarge'").Scan(&chunks); err != nil || chunks < 5 {
+		t.Fatalf("the held transaction has %d chunks (%v), want it written in several as it was read", chunks, err)
+	}
+	sameChecksums(t, src, dst, "xl.t")
+	c2 := xaConn(t, src)
+	xaExec(t, c2, "XA COMMIT 'large'")
+	if _, err := replicate(context.Background(), srcInst, runOpts{task: "xalarge", large: 4096, until: sourcePos(t, src)}); err != nil {
+		t.Fatal(err)
+	}
+	sameChecksums(t, src, dst, "xl.t")
+	if n := heldXA(t, dst, "xalarge"); n != 0 {
+		t.Fatalf("%d XA transactions held after the commit", n)
+	}
 }
 
 // TestXAHeldAcrossRestart stops replication while a transaction is

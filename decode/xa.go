@@ -173,7 +173,9 @@ func (d *Decoder) xa(e *replication.QueryEvent, q string, pos sluice.Position, t
 		}
 		d.xas = xaState{xid: xid}
 		d.inTxn = true
-		d.out = append(d.out, sluice.StreamItem{Kind: sluice.ItemBegin, GTID: d.gtid, Timestamp: ts, XID: xid})
+		// The Begin carries no XID: whether this group ends in XA
+		// PREPARE or in XA COMMIT ... ONE PHASE shows only at its end.
+		d.begin(ts)
 		return nil
 	case "END":
 		xid, _, err := parseXID(rest)
