@@ -419,3 +419,43 @@ func TestXACommitNotHeld(t *testing.T) {
 	}
 	t.Logf("error shown to the user: %v", err)
 }
+
+// TestXADtmBranchShapes replays the SQL that dtm's XA branches run on a
+// business database (dtmcli's XaHandleLocalTrans and XaHandlePhase2, the
+// client sluice's dtx XA mode serves): xa start 'gid-branch', an INSERT
+// IGNORE of the barrier row, the business change, xa end, xa prepare on
+// one connection; xa commit or xa rollback later from a pooled connection,
+// and after a rollback the barrier row as its own transaction.
+func TestXADtmBranchShapes(t *testing.T) {
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	dst := sandboxtest.MustOpen(t, dstInst, "")
+	seed(t, "xadtm", src)
+	sandboxtest.MustExec(t, src,
+		"CREATE DATABASE dtm_barrier",
+		`CREATE TABLE dtm_barrier.barrier (id BIGINT AUTO_INCREMENT PRIMARY KEY, trans_type VARCHAR(45) DEFAULT '', gid VARCHAR(128) DEFAULT '',
+			branch_id VARCHAR(128) DEFAULT '', op VARCHAR(45) DEFAULT '', barrier_id VARCHAR(45) DEFAULT '', reason VARCHAR(45) DEFAULT '',
+			UNIQUE KEY (gid, branch_id, op, barrier_id))`,
+		"CREATE DATABASE busi",
+		"CREATE TABLE busi.user_account (user_id INT PRIMARY KEY, balance DECIMAL(10,2) NOT NULL)",
+		"INSERT INTO busi.user_account VALUES (1, 10000), (2, 10000)")
+	branch := func(gid, bid string, user int, amount string) {
+		c := xaConn(t, src)
+		xid := gid + "-" + bid
+		xaExec(t, c, "xa start '"+xid+"'",
+			"insert ignore into dtm_barrier.barrier(trans_type, gid, branch_id, op, barrier_id, reason) values('xa','"+gid+"','"+bid+"','action','01','action')",
+			fmt.Sprintf("update busi.user_account set balance=balance+%s where user_id=%d", amount, user),
+			"xa end '"+xid+"'", "xa prepare '"+xid+"'")
+		xaDisconnect(t, c)
+	}
+	branch("g1", "01", 1, "-30")
+	branch("g1", "02", 2, "30")
+	sandboxtest.MustExec(t, src, "xa commit 'g1-01'")
+	branch("g2", "01", 1, "-5000") // g1-02 still prepared
+	sandboxtest.MustExec(t, src, "xa commit 'g1-02'")
+	sandboxtest.MustExec(t, src, "xa rollback 'g2-01'",
+		"insert ignore into dtm_barrier.barrier(trans_type, gid, branch_id, op, barrier_id, reason) values('xa','g2','01','action','01','rollback')")
+	if _, err := replicate(context.Background(), srcInst, runOpts{task: "xadtm", workers: 4, until: sourcePos(t, src)}); err != nil {
+		t.Fatal(err)
+	}
+	sameChecksums(t, src, dst, "dtm_barrier.barrier", "busi.user_account")
+}
