@@ -135,11 +135,8 @@ type Applier struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	clocks Clocks
-
-	// xaReady: the table of held XA transactions exists (xa.go; used by
-	// the scheduler goroutine only).
-	xaReady bool
+	clocks  Clocks
+	xaReady bool // apply_xa exists (xa.go; the scheduler goroutine's)
 }
 
 // New returns an applier writing to db, which must accept multi-statement
@@ -496,11 +493,7 @@ type scheduler struct {
 	// dispatching it would have waited (chain.go).
 	recheck int
 	grown   bool
-	// holding: the open XA prepare group's rows are being written to
-	// apply_xa in a target transaction on the serial connection, and
-	// holdChunk is the next chunk number (xa.go).
-	holding   bool
-	holdChunk int
+	xaHold  // an XA prepare group being written to apply_xa (xa.go)
 }
 
 // drain handles every item queued now.

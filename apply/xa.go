@@ -56,6 +56,13 @@ import (
 // rows go to apply_xa as they are read, in the target transaction that
 // commits with the prepare's checkpoint (xaRows).
 
+// xaHold is the scheduler's state while it writes a large XA prepare
+// group to apply_xa in a target transaction on the serial connection.
+type xaHold struct {
+	holding   bool
+	holdChunk int // the next chunk number
+}
+
 // ErrXANotHeld: an XA COMMIT names a transaction whose prepare sluice
 // never read.
 var ErrXANotHeld = errors.New("XA transaction not held")
