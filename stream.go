@@ -27,7 +27,37 @@ const (
 	// of the group itself. A replica runs the statement, so the rows
 	// between the SAVEPOINT and the ROLLBACK TO must not stay applied.
 	ItemSavepoint
+	// ItemXAPrepare closes the open transaction as a prepared XA
+	// transaction (XID set): its rows are held, durably, and are applied
+	// only by the ItemXACommit of the same XID, or discarded by its
+	// ItemXARollback. End is set. When the source says so at the start
+	// (MariaDB's GTID event), the Begin of such a transaction carries the
+	// XID too, so that a consumer knows its rows are not to be applied yet;
+	// MySQL's XA START does not tell a prepare from a one-phase commit.
+	ItemXAPrepare
+	// ItemXACommit applies the prepared XA transaction XID, as one
+	// transaction at this point of the source order (GTID, End set).
+	ItemXACommit
+	// ItemXARollback discards the prepared XA transaction XID (GTID, End
+	// set).
+	ItemXARollback
+	// ItemRollback closes the open transaction and discards its rows: the
+	// source's group ended in ROLLBACK. MariaDB writes such a group for an
+	// XA transaction rolled back before XA PREPARE that also changed a
+	// non-transactional table (whose changes are a group of their own);
+	// a replica runs it and rolls it back. End is set.
+	ItemRollback
 )
+
+// EndsTxn reports whether an item of kind k ends a source event group:
+// it carries End, the position to resume from after it.
+func (k StreamKind) EndsTxn() bool {
+	switch k {
+	case ItemCommit, ItemDDL, ItemXAPrepare, ItemXACommit, ItemXARollback, ItemRollback:
+		return true
+	}
+	return false
+}
 
 // SavepointOp says what an ItemSavepoint does.
 type SavepointOp uint8
@@ -76,6 +106,14 @@ func (k StreamKind) String() string {
 		return "ddl"
 	case ItemSavepoint:
 		return "savepoint"
+	case ItemXAPrepare:
+		return "xa-prepare"
+	case ItemXACommit:
+		return "xa-commit"
+	case ItemXARollback:
+		return "xa-rollback"
+	case ItemRollback:
+		return "rollback"
 	}
 	return "unknown"
 }
@@ -121,6 +159,10 @@ type StreamItem struct {
 	SameShape bool
 	// Savepoint is the statement of an ItemSavepoint.
 	Savepoint Savepoint
+	// XID names an XA transaction (the XA items, and ItemBegin of a
+	// transaction known to end in ItemXAPrepare), in MariaDB's binlog form
+	// X'gtrid-hex',X'bqual-hex',formatID.
+	XID string
 }
 
 // DDLSession is the part of a source session a DDL statement depends on,

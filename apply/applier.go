@@ -23,6 +23,8 @@ type txn struct {
 	bytes   int
 	// savepoints are the live savepoints of a held transaction (savepoint.go).
 	savepoints []savepointAt
+	// xid is set for a prepared XA transaction's prepare group (xa.go).
+	xid string
 }
 
 // unit is a group of consecutive source transactions applied as one target
@@ -149,7 +151,8 @@ type Applier struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	clocks Clocks
+	clocks  Clocks
+	xaReady bool // apply_xa exists (xa.go; the scheduler goroutine's)
 }
 
 // New returns an applier writing to db, which must accept multi-statement
@@ -520,6 +523,7 @@ type scheduler struct {
 	// dispatching it would have waited (chain.go).
 	recheck int
 	grown   bool
+	xaHold  // an XA prepare group being written to apply_xa (xa.go)
 }
 
 // drain handles every item queued now.
@@ -548,6 +552,11 @@ func (s *scheduler) flush(ctx context.Context) error {
 		// everything before it is what can be waited for now.
 		return s.a.waitTurn(s.big.seq)
 	}
+	if s.holding {
+		// Everything before the XA prepare group being held committed
+		// when the hold began; its own transaction commits at the prepare.
+		return nil
+	}
 	if err := s.a.barrier(); err != nil {
 		return err
 	}
@@ -560,7 +569,7 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 		if s.big != nil {
 			return errors.New("apply: a transaction began inside a streamed transaction")
 		}
-		s.cur = &txn{gtid: it.GTID, ts: it.Timestamp}
+		s.cur = &txn{gtid: it.GTID, ts: it.Timestamp, xid: it.XID}
 	case sluice.ItemRows:
 		if s.cur == nil {
 			return errors.New("apply: rows outside a transaction")
@@ -576,6 +585,9 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 		// the transaction is held whole until its end shows whether it is
 		// one of them. They are groups, each smaller than LargeTxnBytes
 		// unless the setting was lowered between the runs.
+		if s.cur.xid != "" {
+			return s.xaRows(ctx)
+		}
 		if s.cur.bytes > s.a.cfg.LargeTxnBytes && !s.skipPending() {
 			return s.startBig(ctx)
 		}
@@ -612,6 +624,10 @@ func (s *scheduler) handle(ctx context.Context, it sluice.StreamItem) error {
 			return err
 		}
 		return s.a.applyDDL(ctx, it)
+	case sluice.ItemXAPrepare, sluice.ItemXACommit, sluice.ItemXARollback:
+		return s.xa(ctx, it)
+	case sluice.ItemRollback:
+		return s.rollbackGroup(ctx, it)
 	default:
 		return fmt.Errorf("apply: stream item of unknown kind %s (%d)", it.Kind, it.Kind)
 	}

@@ -123,6 +123,8 @@ type Decoder struct {
 	// key is entry's scratch buffer for the tables map's key: looking a
 	// key up as string(d.key) does not allocate.
 	key []byte
+	// xas is the state of the XA group being read (xa.go).
+	xas xaState
 }
 
 // New returns a decoder. tracker may be nil when the source always sends
@@ -222,6 +224,9 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 		d.gtidDirty = true
 		d.ddlGroup = e.IsStandalone()
 		d.rowsDDL = e.IsDDL() && !e.IsStandalone()
+		if xa, err := d.xaGroup(ev.RawData, e, pos, ts); err != nil || xa {
+			return d.out, err
+		}
 		if !d.ddlGroup {
 			d.begin(ts)
 		}
@@ -293,6 +298,11 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 	d.micros, _ = queryMicros(e.StatusVars)
 	d.session = querySession(e.StatusVars)
 	cls, name := classify(q)
+	if cls == classXA {
+		// Before the Handle check: xa.go answers sluice skip and replace
+		// of XA statements itself.
+		return d.xa(e, q, pos, ts)
+	}
 	switch cls {
 	case classBegin:
 		if !d.inTxn {
@@ -305,11 +315,9 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 	case classRollback:
 		// A group that ends in ROLLBACK (MariaDB keeps one when the
 		// transaction cannot be cut from the binlog): a replica runs its
-		// statements and rolls them back, so its rows must not stay.
-		if d.inTxn {
-			d.savepoint(sluice.SavepointRollback, "", ts)
-		}
-		d.commit(pos, ts)
+		// statements and rolls them back, so its rows must not stay
+		// (ItemRollback, xa.go).
+		d.rollback(pos, ts)
 		return nil
 	case classSavepoint, classRollbackTo, classRelease:
 		// Outside a transaction a savepoint has nothing to act on (the
@@ -332,8 +340,6 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 		}
 	}
 	switch cls {
-	case classXA:
-		return d.xa(e, q, pos, ts)
 	case classDML:
 		if d.dmlOutside(string(e.Schema), innerStatement(q)) {
 			return nil // changes only tables the task does not replicate

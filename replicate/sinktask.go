@@ -396,7 +396,7 @@ func (s *SinkTask) sinkOnce(ctx context.Context, rlog *relay.Log) (err error) {
 			return err
 		}
 		for i := range items {
-			if k := items[i].Kind; k == sluice.ItemCommit || k == sluice.ItemDDL {
+			if items[i].Kind.EndsTxn() {
 				t.addPending(items[i].End, items[i].Timestamp) // the lag until Kafka has it
 			}
 			if err := sk.Write(ctx, items[i]); err != nil {

@@ -541,7 +541,7 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 					continue
 				}
 			}
-			if it.Kind == sluice.ItemCommit || it.Kind == sluice.ItemDDL {
+			if it.Kind.EndsTxn() {
 				t.addPending(it.End, it.Timestamp)
 			}
 			if err := a.Submit(ctx, it); err != nil {

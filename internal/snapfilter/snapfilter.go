@@ -57,10 +57,13 @@ type Filter struct {
 	tables map[string]*table
 
 	// The open transaction.
-	gtid     string
-	inAny    bool // contained in at least one snapshot: key decisions needed
-	inAll    bool // contained in every snapshot: every change is in the copy
-	decided  bool
+	gtid    string
+	inAny   bool // contained in at least one snapshot: key decisions needed
+	inAll   bool // contained in every snapshot: every change is in the copy
+	decided bool
+	// xa: the open transaction is an XA prepare group, whose rows pass
+	// untouched (see xaCommit).
+	xa       bool
 	checked  map[*sluice.Table]bool
 	filtered uint64
 }
@@ -229,10 +232,14 @@ func (f *Filter) Filtered() uint64 { return f.filtered }
 func (f *Filter) Item(it *sluice.StreamItem, pos sluice.Position) (bool, error) {
 	switch it.Kind {
 	case sluice.ItemBegin:
-		f.gtid, f.decided = it.GTID, false
+		f.gtid, f.decided, f.xa = it.GTID, false, it.XID != ""
 		return true, nil
-	case sluice.ItemCommit:
-		f.decided = false
+	case sluice.ItemCommit, sluice.ItemXAPrepare, sluice.ItemRollback:
+		f.decided, f.xa = false, false
+		return true, nil
+	case sluice.ItemXACommit:
+		return f.xaCommit(it, pos)
+	case sluice.ItemXARollback:
 		return true, nil
 	case sluice.ItemDDL:
 		f.gtid, f.decided = it.GTID, false
@@ -248,6 +255,9 @@ func (f *Filter) Item(it *sluice.StreamItem, pos sluice.Position) (bool, error) 
 		}
 		return f.ddlBetween(it)
 	case sluice.ItemRows:
+		if f.xa {
+			return true, nil
+		}
 		if !f.decided {
 			if err := f.decide(pos); err != nil {
 				return false, err
@@ -268,6 +278,28 @@ func (f *Filter) Item(it *sluice.StreamItem, pos sluice.Position) (bool, error) 
 		return len(out) > 0, nil
 	}
 	return true, nil
+}
+
+// xaCommit decides the completion of a prepared XA transaction. Its rows
+// are in a snapshot's copy when its XA COMMIT, not its prepare, came
+// before that snapshot, so the prepare group's rows pass the filter
+// untouched and are held by the applier. A commit contained in no snapshot
+// is right to apply them all: no chunk holds them. A commit contained in
+// a snapshot means some chunks hold its rows; the held rows cannot be
+// split by chunk any more, so the task stops rather than double them.
+func (f *Filter) xaCommit(it *sluice.StreamItem, pos sluice.Position) (bool, error) {
+	f.gtid, f.decided, f.xa = it.GTID, false, false
+	if err := f.decide(pos); err != nil {
+		return false, err
+	}
+	f.decided = false
+	if !f.inAny {
+		return true, nil
+	}
+	return false, &sluice.Error{Op: "replicate after the full copy",
+		Err: fmt.Errorf("%w: the XA transaction %s was committed on the source (GTID %s) while the interrupted full copy was stopped, so part of the copy holds its rows and part does not",
+			sluice.ErrConfig, it.XID, it.GTID),
+		Hint: "drop the copied tables and the task's rows in sluice_meta on the target and run sluice migrate --mode all again"}
 }
 
 // ddlBetween decides a DDL that ran between the copy's first and last

@@ -251,3 +251,42 @@ func TestParseMaria(t *testing.T) {
 		}
 	}
 }
+
+// TestXAPreparedBetweenSnapshots: an XA transaction's rows are in a
+// chunk's copy when its XA COMMIT came before that chunk's snapshot, not
+// its prepare. The prepare group's rows pass untouched (they are held until
+// the commit); a commit after every snapshot applies them all, and one
+// between the snapshots stops the task.
+func TestXAPreparedBetweenSnapshots(t *testing.T) {
+	f := mixedFilter(t)
+	m := intTable("m")
+	pos := sluice.Position{File: "bin.000001", Pos: 1500}
+	// Prepared at 0-1-15, between the snapshots: chunk 1 (read at p2)
+	// would have dropped an ordinary transaction's insert of 150.
+	for _, it := range []sluice.StreamItem{{Kind: sluice.ItemBegin, GTID: "0-1-15", XID: "X'61',X'',1"}} {
+		if keep, err := f.Item(&it, pos); err != nil || !keep {
+			t.Fatalf("begin: %v %v", keep, err)
+		}
+	}
+	rows := sluice.StreamItem{Kind: sluice.ItemRows, Changes: []sluice.RowChange{ins(m, 50), ins(m, 150)}}
+	if keep, err := f.Item(&rows, pos); err != nil || !keep || describe(rows.Changes) != "insert >50, insert >150" {
+		t.Fatalf("prepared rows: keep %v, %v, %s", keep, err, describe(rows.Changes))
+	}
+	if keep, err := f.Item(&sluice.StreamItem{Kind: sluice.ItemXAPrepare, GTID: "0-1-15", XID: "X'61',X'',1"}, pos); err != nil || !keep {
+		t.Fatalf("prepare: %v %v", keep, err)
+	}
+	// Committed after both snapshots: no chunk holds the rows.
+	if keep, err := f.Item(&sluice.StreamItem{Kind: sluice.ItemXACommit, GTID: "0-1-25", XID: "X'61',X'',1"}, sluice.Position{File: "bin.000001", Pos: 2500}); err != nil || !keep {
+		t.Fatalf("commit after the snapshots: %v %v", keep, err)
+	}
+	// Committed between them: chunk 1 holds its rows, chunk 0 does not.
+	_, err := f.Item(&sluice.StreamItem{Kind: sluice.ItemXACommit, GTID: "0-1-16", XID: "X'62',X'',1"}, pos)
+	var se *sluice.Error
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "X'62'") || se.Hint == "" {
+		t.Fatalf("commit between the snapshots: got %v, want a refusal naming the XID", err)
+	}
+	// An ordinary transaction after it is filtered as before.
+	if got := describe(run(t, f, "0-1-17", ins(m, 50), ins(m, 150))); got != "insert >50" {
+		t.Fatalf("after the XA items: got %s", got)
+	}
+}

@@ -349,7 +349,16 @@ func (s *Sink) Write(ctx context.Context, it sluice.StreamItem) error {
 
 func (s *Sink) write(ctx context.Context, it *sluice.StreamItem) error {
 	switch it.Kind {
+	case sluice.ItemXAPrepare, sluice.ItemXACommit, sluice.ItemXARollback, sluice.ItemRollback:
+		// ItemRollback: the rows already produced would have to be taken
+		// back.
+		return xaRefused(it)
 	case sluice.ItemBegin:
+		if it.XID != "" {
+			// Publishing a prepared transaction's rows before its XA
+			// COMMIT would publish rows that may be rolled back.
+			return xaRefused(it)
+		}
 		if err := s.beginLocked(); err != nil {
 			return err
 		}
@@ -637,4 +646,16 @@ func gtidServer(g string) uint32 {
 	}
 	n, _ := strconv.ParseUint(parts[1], 10, 32)
 	return uint32(n)
+}
+
+// xaRefused stops the sink at a two-phase XA transaction: its rows would
+// have to be held until XA COMMIT, which the sink does not do.
+func xaRefused(it *sluice.StreamItem) error {
+	what := "two-phase XA transactions (XA PREPARE, then XA COMMIT) are"
+	if it.Kind == sluice.ItemRollback {
+		what = "transactions the source logged with ROLLBACK (an XA transaction rolled back after it changed a non-transactional table) are"
+	}
+	return &sluice.Error{Op: "kafka sink: replicate XA transaction " + it.XID + " (GTID " + it.GTID + ")",
+		Err:  fmt.Errorf("%w: %s not supported by the Kafka sink", sluice.ErrConfig, what),
+		Hint: "use XA COMMIT ... ONE PHASE or ordinary transactions on the source for the tables the sink reads, or exclude the tables; then resume after the transaction with sluice skip"}
 }
