@@ -106,12 +106,12 @@ func TestFixedSeeds(t *testing.T) {
 // docs/difftest.md); a switch goes here only until its fix lands. The
 // generator classes of issue 29 found bugs N1-N13 on main 02602c7; the
 // fixes of FK cascades, target triggers, statement format, savepoints, DDL
-// session, helper names and DDL re-runs are merged, so those classes run.
-// Still off: XA until its fix is merged; sequences and system-versioned
+// session, helper names, DDL re-runs and XA are merged, so those classes
+// run. Still off: sequences and system-versioned
 // tables as data (sluice refuses them by design; their stop classes run);
 // CHECK rows written with check_constraint_checks=0, which the full copy
 // still refuses (4025).
-var knownBugs = Features{NoXA: true, NoSequences: true, NoSysVersioned: true, NoCheckOff: true}
+var knownBugs = Features{NoSequences: true, NoSysVersioned: true, NoCheckOff: true}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()
