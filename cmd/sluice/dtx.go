@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +28,7 @@ import (
 	"github.com/sluice-db/sluice/dtx/memstore"
 	"github.com/sluice-db/sluice/dtx/mysqlstore"
 	"github.com/sluice-db/sluice/dtx/redisstore"
+	"github.com/sluice-db/sluice/internal/every"
 )
 
 func init() { register(newDtxCmd) }
@@ -175,28 +175,14 @@ var reclaimEvery = time.Minute
 // startReclaim looks every period for memory to give back to the OS, until
 // the returned stop is called; stop returns once the loop has ended
 // (Ticker.Stop does not close its channel, so ranging over it never ends).
-func startReclaim(every time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > 64<<20 || ms.HeapIdle-ms.HeapReleased > 32<<20 {
-				debug.FreeOSMemory()
-			}
+func startReclaim(period time.Duration) (stop func()) {
+	return every.Start(period, func() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc > 64<<20 || ms.HeapIdle-ms.HeapReleased > 32<<20 {
+			debug.FreeOSMemory()
 		}
-	}()
-	return func() { close(done); wg.Wait() }
+	})
 }
 
 func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel string, pprof, lean bool, sec dtxSecurity) error {

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/internal/every"
 	"github.com/sluice-db/sluice/schema"
 	"github.com/sluice-db/sluice/task"
 	"github.com/sluice-db/sluice/verify"
@@ -189,35 +189,18 @@ func verifyTables(ctx context.Context, src *sql.DB, tc *task.Config, only []stri
 
 // verifyProgress prints a progress line every `every` until the returned
 // stop func is called; stop waits for the printer to finish.
-func verifyProgress(w io.Writer, every time.Duration, p *verify.Progress, tables int) (stop func()) {
-	if every <= 0 {
+func verifyProgress(w io.Writer, period time.Duration, p *verify.Progress, tables int) (stop func()) {
+	if period <= 0 {
 		return func() {}
 	}
 	start := time.Now()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				planned, chunks, total := p.TablesPlanned.Load(), p.Chunks.Load(), p.ChunksPlanned.Load()
-				pct := ""
-				if planned == int64(tables) && total > 0 {
-					pct = fmt.Sprintf(" (%d%%)", chunks*100/total)
-				}
-				fmt.Fprintf(w, "verify %s: %d/%d tables planned, %d/%d chunks%s, %d rows, %d chunks differ\n",
-					time.Since(start).Round(time.Second), planned, tables, chunks, total, pct, p.Rows.Load(), p.DiffChunks.Load())
-			}
+	return every.Start(period, func() {
+		planned, chunks, total := p.TablesPlanned.Load(), p.Chunks.Load(), p.ChunksPlanned.Load()
+		pct := ""
+		if planned == int64(tables) && total > 0 {
+			pct = fmt.Sprintf(" (%d%%)", chunks*100/total)
 		}
-	}()
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+		fmt.Fprintf(w, "verify %s: %d/%d tables planned, %d/%d chunks%s, %d rows, %d chunks differ\n",
+			time.Since(start).Round(time.Second), planned, tables, chunks, total, pct, p.Rows.Load(), p.DiffChunks.Load())
+	})
 }
