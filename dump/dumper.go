@@ -241,6 +241,9 @@ func (d *Dumper) nothingLeft() bool {
 			return false
 		}
 		rs := p.Ranges()
+		if planFits(tp.Table, rs) != nil {
+			return false // plan() says why
+		}
 		for _, r := range rs {
 			if !d.cfg.Done(tp.Table.Ref, r.Index) {
 				return false
@@ -296,7 +299,11 @@ func (d *Dumper) plan(ctx context.Context) error {
 	for _, tp := range d.tables {
 		if d.cfg.PlanFor != nil {
 			if p, ok := d.cfg.PlanFor(tp.Table.Ref); ok {
-				tp.Chunks = p.Ranges()
+				rs := p.Ranges()
+				if err := planFits(tp.Table, rs); err != nil {
+					return err
+				}
+				tp.Chunks = rs
 				continue
 			}
 		}
@@ -416,6 +423,23 @@ feed:
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil {
 		return err
+	}
+	return nil
+}
+
+// planFits checks that a stored plan's bounds fit the table's key as the
+// new snapshot sees it. A plan cut on a key that a DDL dropped or changed
+// while the copy was stopped cannot select the table's rows (the bounds
+// name other columns; a dropped key made the read panic), and a new plan's
+// chunks would not line up with the chunks already loaded, so the table
+// is refused with the way out.
+func planFits(t *sluice.Table, rs []chunk.Range) error {
+	n := len(chunk.KeyColumns(t))
+	for _, r := range rs {
+		if (r.Lo != nil && len(r.Lo) != n) || (r.Hi != nil && len(r.Hi) != n) || (n == 0 && len(rs) > 1) {
+			return &sluice.Error{Op: "dump: resume " + t.Ref.String(), Err: fmt.Errorf("%w: %w: the key the interrupted copy cut its chunks on is not the table's key now", sluice.ErrSchemaMismatch, ErrChangedAfterSnapshot),
+				Hint: "copy this table again whole: with the task stopped, drop it on the target and delete its rows from sluice_meta.load_checkpoint (task and table), then run the same command; or exclude it"}
+		}
 	}
 	return nil
 }
