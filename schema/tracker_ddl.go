@@ -319,35 +319,6 @@ func dropKey(d *tableDef, name string) {
 	d.Keys = out
 }
 
-// dropKeyColumn removes a dropped column from every key, as the server does;
-// a key left with no columns disappears.
-func dropKeyColumn(d *tableDef, col string) {
-	out := d.Keys[:0]
-	for _, k := range d.Keys {
-		cols := k.Cols[:0]
-		for _, c := range k.Cols {
-			if !strings.EqualFold(c, col) {
-				cols = append(cols, c)
-			}
-		}
-		k.Cols = cols
-		if len(cols) > 0 {
-			out = append(out, k)
-		}
-	}
-	d.Keys = out
-}
-
-func renameKeyColumn(d *tableDef, old, nw string) {
-	for _, k := range d.Keys {
-		for i, c := range k.Cols {
-			if strings.EqualFold(c, old) {
-				k.Cols[i] = nw
-			}
-		}
-	}
-}
-
 func specName(tp ast.AlterTableType) string {
 	switch tp {
 	case ast.AlterTablePartition, ast.AlterTableAddPartitions, ast.AlterTableCoalescePartitions, ast.AlterTableDropPartition,
