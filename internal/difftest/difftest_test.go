@@ -114,8 +114,13 @@ func TestFixedSeeds(t *testing.T) {
 // from a second snapshot with a parent and its child table copied from
 // different snapshots, stopped with 1451 on a parent's DELETE whose
 // children the target still held (a change between the snapshots that
-// the snapshot filter kept from one table and not the other; issue 29).
-var knownBugs = Features{NoSequences: true, NoSysVersioned: true, NoCheckOff: true, NoFK: true}
+// the snapshot filter kept from one table and not the other; issue 29);
+// and savepoints, whose Aria table shows that the full copy of a
+// non-transactional table is neither consistent with the snapshot (rows
+// written during the copy are read, then replicated again: seeds 2704,
+// 2705, Duplicate entry) nor atomic per chunk (a kill leaves a chunk's rows:
+// seed 2703).
+var knownBugs = Features{NoSequences: true, NoSysVersioned: true, NoCheckOff: true, NoFK: true, NoSavepoints: true}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()
