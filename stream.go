@@ -20,8 +20,8 @@ const (
 	// filters, idempotent form). It is its own transaction; End is set.
 	ItemDDL
 	// ItemSavepoint is a SAVEPOINT, ROLLBACK TO SAVEPOINT or RELEASE
-	// SAVEPOINT inside the open transaction, or the ROLLBACK that ends it
-	// (Savepoint says which). MariaDB writes ROLLBACK TO into a group only
+	// SAVEPOINT inside the open transaction (Savepoint says which; the
+	// ROLLBACK that ends a transaction is an ItemRollback). MariaDB writes ROLLBACK TO into a group only
 	// when the transaction must keep some of its changes (it touched a
 	// non-transactional table); otherwise it cuts the rolled-back rows out
 	// of the group itself. A replica runs the statement, so the rows
@@ -65,9 +65,7 @@ type SavepointOp uint8
 const (
 	// SavepointSet: SAVEPOINT name.
 	SavepointSet SavepointOp = iota + 1
-	// SavepointRollback: ROLLBACK TO SAVEPOINT name; with an empty name,
-	// the ROLLBACK that ends the transaction (its Commit item follows and
-	// carries the position).
+	// SavepointRollback: ROLLBACK TO SAVEPOINT name.
 	SavepointRollback
 	// SavepointRelease: RELEASE SAVEPOINT name.
 	SavepointRelease
@@ -84,8 +82,6 @@ func (s Savepoint) SQL() string {
 	switch {
 	case s.Op == SavepointSet:
 		return "SAVEPOINT " + QuoteIdent(s.Name)
-	case s.Op == SavepointRollback && s.Name == "":
-		return "ROLLBACK"
 	case s.Op == SavepointRollback:
 		return "ROLLBACK TO SAVEPOINT " + QuoteIdent(s.Name)
 	case s.Op == SavepointRelease:

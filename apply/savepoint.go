@@ -57,18 +57,14 @@ func (s *scheduler) savepoint(ctx context.Context, it sluice.StreamItem) error {
 		}
 		t.savepoints = append(t.savepoints, savepointAt{name: sp.Name, changes: len(t.changes), siz: t.bytes})
 	case sluice.SavepointRollback:
-		at := savepointAt{}
-		if sp.Name != "" {
-			i, err := find()
-			if err != nil {
-				return err
-			}
-			at = t.savepoints[i]
-			t.savepoints = t.savepoints[:i+1] // later savepoints go, this one stays
-		} else {
-			t.savepoints = nil
+		// (A whole-transaction ROLLBACK is an ItemRollback, xa.go.)
+		i, err := find()
+		if err != nil {
+			return err
 		}
-		clear(t.changes[at.changes:]) // let the rolled-back rows be collected
+		at := t.savepoints[i]
+		t.savepoints = t.savepoints[:i+1] // later savepoints go, this one stays
+		clear(t.changes[at.changes:])     // let the rolled-back rows be collected
 		t.changes, t.bytes = t.changes[:at.changes], at.siz
 	case sluice.SavepointRelease:
 		i, err := find()
@@ -81,15 +77,10 @@ func (s *scheduler) savepoint(ctx context.Context, it sluice.StreamItem) error {
 }
 
 // statement runs a savepoint statement in the streamed transaction, in
-// order with its rows. A whole-transaction ROLLBACK starts a new target
-// transaction, for the checkpoint that the Commit item still writes.
+// order with its rows.
 func (b *bigTxn) statement(ctx context.Context, sp sluice.Savepoint) error {
 	b.bw.sep()
 	b.bw.buf = append(b.bw.buf, sp.SQL()...)
-	if sp.Op == sluice.SavepointRollback && sp.Name == "" {
-		b.bw.sep()
-		b.bw.buf = append(b.bw.buf, "START TRANSACTION"...)
-	}
 	if err := b.bw.flushIfFull(ctx); err != nil {
 		b.bw.rollback()
 		return fmt.Errorf("apply large transaction: %w", err)
