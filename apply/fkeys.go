@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/schema"
+	"github.com/sluice-db/sluice/sqlgen"
 )
 
 // Foreign keys (issue 29, N1).
@@ -105,29 +105,13 @@ func (f *fkInfo) barrier(c *sluice.RowChange) bool {
 	case sluice.Update:
 		for _, cols := range f.cascadeUpdate {
 			for _, ci := range cols {
-				if !sameValue(c.Before[ci], c.After[ci]) {
+				if !sqlgen.EqualValue(c.Before[ci], c.After[ci]) {
 					return true
 				}
 			}
 		}
 	}
 	return false
-}
-
-// sameValue: exactly the same value (bytes for strings); any difference,
-// even one the collation ignores, counts as a change.
-func sameValue(a, b any) bool {
-	switch x := a.(type) {
-	case []byte:
-		y, ok := b.([]byte)
-		return ok && bytes.Equal(x, y)
-	case nil:
-		return b == nil
-	}
-	if _, ok := b.([]byte); ok {
-		return false
-	}
-	return a == b
 }
 
 // fkRead is what resolve reads from the target beside the table's

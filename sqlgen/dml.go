@@ -247,7 +247,7 @@ func (s *TableSpec) AppendUpdate(b []byte, before, after []any) ([]byte, bool) {
 	b = append(b, " SET "...)
 	n := 0
 	for _, i := range s.Write {
-		if equalValue(before[i], after[i]) {
+		if EqualValue(before[i], after[i]) {
 			continue
 		}
 		if n > 0 {
@@ -333,7 +333,9 @@ func (s *TableSpec) appendWhere(b []byte, row []any) []byte {
 	return b
 }
 
-func equalValue(a, b any) bool {
+// EqualValue reports whether two row values are exactly the same (bytes for
+// strings): any difference, even one a collation ignores, is a change.
+func EqualValue(a, b any) bool {
 	switch x := a.(type) {
 	case []byte:
 		y, ok := b.([]byte)
