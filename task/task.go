@@ -288,7 +288,7 @@ func Parse(b []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, &sluice.Error{Op: "parse task file", Err: fmt.Errorf("%w: %s", sluice.ErrConfig, yamlMsg(err)), Hint: "fix the YAML; see README 'Task file' for the keys"}
+		return nil, &sluice.Error{Op: "parse task file", Err: fmt.Errorf("%w: %s", sluice.ErrConfig, yamlMsg(err)), Hint: "fix the YAML; see docs/manual/taskfile.md for the keys"}
 	}
 	var top map[string]any
 	if err := yaml.Unmarshal(b, &top); err == nil {

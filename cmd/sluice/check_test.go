@@ -48,7 +48,8 @@ func TestCheckBeforeCopy(t *testing.T) {
 	}
 }
 
-// TestCheckWithDocumentedGrants: with exactly the README's grants, check
+// TestCheckWithDocumentedGrants: with exactly the documented grants
+// (docs/manual/taskfile.md, Privileges), check
 // passes the target and finds the keyed table keyed (issue 30: every run
 // warned of "no primary key" because MariaDB shows TABLE_CONSTRAINTS only
 // past SELECT), and without INDEX on the target it fails, naming INDEX (a

@@ -66,7 +66,7 @@ func (f *fullFlags) addTask(fl interface {
 // sections the command uses ("source", "target"), which must be in the file.
 func (f *fullFlags) loadTask(need ...string) (*task.Config, error) {
 	if f.config == "" {
-		return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml (see README 'Task file')"}
+		return nil, &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: --config is required", sluice.ErrConfig), Hint: "pass --config task.yaml (see docs/manual/taskfile.md)"}
 	}
 	cfg, err := task.Load(f.config)
 	if err != nil {

@@ -238,7 +238,7 @@ func Classify(err error, role string, ep sluice.Endpoint) error {
 				Hint: hint}
 		case 1044, 1142, 1143, 1227, 1370, 1419:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrPrivilege, me.Message),
-				Hint: "grant the missing privilege to " + ep.User + " on " + role + " (see README: privileges)"}
+				Hint: "grant the missing privilege to " + ep.User + " on " + role + " (see docs/manual/taskfile.md, Privileges)"}
 		case 1146, 1049:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrUnknownTable, me.Message),
 				Hint: tablesHint(role)}
