@@ -100,7 +100,7 @@ demo: deps build
 	./scripts/demo.sh
 
 # Benchmarks are not tests: each prints what it measured beside the peer's
-# figure from the same run, and the ratio. Results go to docs/benchmarks.md.
+# figure from the same run, and the ratio. Current results: bench/results/current.json, drawn into docs/benchmarks.md by go run ./bench/summary.
 bench-full-import: deps build
 	./bench/full_import.sh
 
