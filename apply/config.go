@@ -189,7 +189,7 @@ func PoolSize(workers int) int { return workers + 4 }
 
 // MaxWorkers is the most workers a task may have: every connection of its
 // fenced pool, PoolSize(workers) of them, holds one of fence.Slots locks.
-const MaxWorkers = fence.Slots - 4
+const MaxWorkers = fence.MaxWorkers
 
 // OpenTarget opens a pool suitable for New, of PoolSize(workers) connections.
 func OpenTarget(ctx context.Context, ep sluice.Endpoint, workers int) (*sql.DB, error) {

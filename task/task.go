@@ -17,8 +17,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-db/sluice"
-	"github.com/sluice-db/sluice/apply"
 	"github.com/sluice-db/sluice/internal/dbconn"
+	"github.com/sluice-db/sluice/internal/fence"
 )
 
 // Config is a task file.
@@ -411,8 +411,8 @@ func (c *Config) Validate() error {
 	if c.RowsPerStatement < 0 {
 		return bad("rows-per-statement", "must be 0 (LOAD DATA) or positive")
 	}
-	if c.Incremental.WorkerCount < 1 || c.Incremental.WorkerCount > apply.MaxWorkers {
-		return bad("incremental.worker-count", fmt.Sprintf("is %d (1-%d)", c.Incremental.WorkerCount, apply.MaxWorkers))
+	if c.Incremental.WorkerCount < 1 || c.Incremental.WorkerCount > fence.MaxWorkers {
+		return bad("incremental.worker-count", fmt.Sprintf("is %d (1-%d)", c.Incremental.WorkerCount, fence.MaxWorkers))
 	}
 	if c.Incremental.Batch < 1 {
 		return bad("incremental.batch", "must be positive")

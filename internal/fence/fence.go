@@ -37,6 +37,12 @@ import (
 // sluice opens (a pool larger than this cannot open its last connections).
 const Slots = 256
 
+// MaxWorkers is the most apply workers a task may have: each of the
+// apply pool's workers+4 connections (apply.PoolSize) holds one of the
+// Slots locks. It lives here, beside Slots, so that task validation needs
+// no import of apply.
+const MaxWorkers = Slots - 4
+
 // SlotName is the lock name of slot i. kind keeps the full copy's and the
 // applier's sessions apart ("load", "apply").
 func SlotName(kind, task string, i int) string {
