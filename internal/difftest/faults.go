@@ -274,12 +274,6 @@ func (s *seedRun) faults(ctx context.Context) error {
 		default:
 			fire = cur-base >= k
 		}
-		if fire && target && !s.cfg.Features.NoTargetRestart && !s.sluiceRunning() {
-			// A target outage while sluice starts up stops it with exit 2
-			// by design (start-up checks fail fast); restart the target
-			// only once this process runs.
-			fire = false
-		}
 		if !fire {
 			continue
 		}
@@ -287,6 +281,15 @@ func (s *seedRun) faults(ctx context.Context) error {
 		if !s.sl.running() {
 			s.slMu.Unlock()
 			continue // stopped by itself: the loop's next check returns
+		}
+		if target && !s.cfg.Features.NoTargetRestart && !s.sluiceRunning() {
+			// A target outage while sluice starts up stops it with exit 2
+			// by design (start-up checks fail fast); restart the target
+			// only once this process runs. Checked under slMu: another
+			// fault (a class's kill -9) may have restarted sluice since
+			// the check above (seed 2715).
+			s.slMu.Unlock()
+			continue
 		}
 		switch {
 		case target && !s.cfg.Features.NoTargetRestart:
