@@ -21,7 +21,8 @@
 #      TABLE_SIZE (100000) SB_THREADS (8) WORKERS (16) BATCH (100)
 #      ROUNDS (3) PARTS ("catchup latency sweep") LATENCY (20) SWEEP ("4 8 16 32 64") BUFFER_POOL (1G)
 #      SLUICE (bin/sluice) OUT (bench/out/replication.md)
-#      CATCHUP ("oltp_write_only oltp_insert"): the catch-up workloads
+#      CATCHUP ("oltp_write_only oltp_insert"): the catch-up workloads; fk_pairs is
+#        bench/sysbench/fk_pairs.lua, parent/child pairs with cascading foreign keys
 #      NATIVES ("n8 n1"): the native replicas in the catch-up rounds (n8 is needed for the ratio)
 #      SLUICE_B: a second sluice binary (e.g. the build before a change) for a same-run A/B: it
 #        joins the rotation of the catch-up rounds with its own target, task dir and relay,
@@ -56,6 +57,7 @@ BUFFER_POOL=${BUFFER_POOL:-1G}
 SLUICE=${SLUICE:-$PWD/bin/sluice}
 OUT=${OUT:-$PWD/bench/out/replication.md}
 CATCHUP=${CATCHUP:-oltp_write_only oltp_insert}
+SB_FK=$PWD/bench/sysbench/fk_pairs.lua
 NATIVES=${NATIVES:-n8 n1}
 SLUICE_B=${SLUICE_B:-}
 LABEL_B=${LABEL_B:-B}
@@ -109,6 +111,9 @@ sql "$SRC_PORT" "CREATE DATABASE sbtest"
 echo "== sysbench prepare: $TABLES tables x $TABLE_SIZE rows (replicated to every contender from $F0:$P0)"
 SB=(--tables="$TABLES" --table-size="$TABLE_SIZE" --mysql-host=127.0.0.1 --mysql-port="$SRC_PORT" --mysql-user=root --mysql-db=sbtest --db-driver=mysql --db-ps-mode=disable)
 sysbench oltp_write_only "${SB[@]}" --threads="$TABLES" prepare >/dev/null
+# fk_pairs: parent/child table pairs with ON DELETE/UPDATE CASCADE (sysbench's
+# tables have no foreign keys), for catch-up with the applier's FK checks on.
+case " $CATCHUP " in *" fk_pairs "*) sysbench "$SB_FK" "${SB[@]}" prepare >/dev/null ;; esac
 
 for port in $REP8_PORT $REP1_PORT; do
   threads=8; [ "$port" = "$REP1_PORT" ] && threads=0
@@ -234,7 +239,9 @@ $(field commits) $(field conflicts) $(field max_in_flight) $(field chained)" >"$
 
 backlog() { # test transactions
   echo "== backlog: sysbench $1, $2 transactions, $SB_THREADS threads (replicas and sluice stopped)" >&2
-  sysbench "$1" "${SB[@]}" --threads="$SB_THREADS" --events="$2" --time=0 --rate=0 run >/dev/null
+  local t=$1
+  [ "$t" != fk_pairs ] || t=$SB_FK
+  sysbench "$t" "${SB[@]}" --threads="$SB_THREADS" --events="$2" --time=0 --rate=0 run >/dev/null
 }
 
 echo "== initial catch-up (the prepared tables)"
