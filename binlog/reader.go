@@ -15,6 +15,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/backoff"
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/stagetime"
 )
@@ -184,13 +185,17 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 		}
 	}()
 	failures := 0
+	bo := backoff.New(r.cfg.MinBackoff, r.cfg.MaxBackoff)
 	for {
 		var ev *replication.BinlogEvent
 		if st != nil {
 			ev, err = st.GetEvent(ctx)
 		}
 		if err == nil {
-			failures = 0
+			if failures > 0 {
+				failures = 0
+				bo.Reset()
+			}
 			r.advance(ev)
 			if r.enqueue(ctx, ev) {
 				continue
@@ -223,7 +228,7 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 				return
 			}
 			t0 := r.clock.Enter(stagetime.WaitInput)
-			ok := sleep(ctx, backoff(r.cfg, failures))
+			ok := backoff.Sleep(ctx, bo.Next())
 			r.clock.Leave(stagetime.WaitInput, t0)
 			if !ok {
 				return
@@ -315,28 +320,6 @@ func (r *Reader) advance(ev *replication.BinlogEvent) {
 	case h.EventType == replication.HEARTBEAT_EVENT || h.EventType == replication.HEARTBEAT_LOG_EVENT_V2:
 	case h.LogPos > 0 && h.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0:
 		r.next.Pos = h.LogPos
-	}
-}
-
-func backoff(c Config, attempt int) time.Duration {
-	d := c.MinBackoff
-	for i := 1; i < attempt && d < c.MaxBackoff; i++ {
-		d *= 2
-	}
-	if d > c.MaxBackoff {
-		d = c.MaxBackoff
-	}
-	return d
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/sluice-db/sluice/internal/backoff"
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/task"
 )
@@ -75,7 +76,7 @@ func (w *Worker) runTask(ctx context.Context, sess *concurrency.Session, k *keep
 		return
 	}
 	cfg.Dir = filepath.Join(w.cfg.Dir, name)
-	wait := w.cfg.RetryMin
+	bo := backoff.New(w.cfg.RetryMin, w.cfg.RetryMax)
 	for ctx.Err() == nil {
 		// The fencing token is recorded only while this worker still owns
 		// the mutex, the assignment and the same task file, in one etcd
@@ -100,16 +101,14 @@ func (w *Worker) runTask(ctx context.Context, sess *concurrency.Session, k *keep
 			return
 		}
 		if time.Since(began) > time.Minute {
-			wait = w.cfg.RetryMin
+			bo.Reset()
 		}
-		w.logf("task %s: %s; running it again in %s", name, oneLine(err), wait)
+		wait := bo.Next()
+		w.logf("task %s: %s; running it again in %s", name, oneLine(err), wait.Round(time.Millisecond))
 		pub(Published{Token: token, Stage: "retrying", Error: oneLine(err)})
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
-		wait = min(wait*2, w.cfg.RetryMax)
 	}
 }
 

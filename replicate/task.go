@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-db/sluice/apply"
 	"github.com/sluice-db/sluice/binlog"
 	"github.com/sluice-db/sluice/decode"
+	"github.com/sluice-db/sluice/internal/backoff"
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/internal/private"
 	"github.com/sluice-db/sluice/relay"
@@ -399,11 +400,11 @@ func openDecoder(ctx context.Context, rlog *relay.Log, dcfg decode.Config, pos s
 }
 
 // retryLoop runs once until ctx ends (nil) or it fails in a way fatal says
-// no retry fixes. Between tries it calls onRetry and waits: RetryMin,
-// doubled each time up to RetryMax, and RetryMin again after a run that
-// lasted a minute.
+// no retry fixes. Between tries it calls onRetry and waits by
+// internal/backoff: RetryMin, doubled each time up to RetryMax, with
+// jitter, and RetryMin again after a run that lasted a minute.
 func (c Config) retryLoop(ctx context.Context, once func() error, fatal func(error) bool, onRetry func(err error, wait time.Duration)) error {
-	wait := c.RetryMin
+	bo := backoff.New(c.RetryMin, c.RetryMax)
 	for {
 		began := time.Now()
 		err := once()
@@ -414,16 +415,12 @@ func (c Config) retryLoop(ctx context.Context, once func() error, fatal func(err
 			return err
 		}
 		if time.Since(began) > time.Minute {
-			wait = c.RetryMin
+			bo.Reset()
 		}
+		wait := bo.Next().Round(time.Millisecond)
 		onRetry(err, wait)
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, wait) {
 			return nil
-		case <-time.After(wait):
-		}
-		if wait *= 2; wait > c.RetryMax {
-			wait = c.RetryMax
 		}
 	}
 }
