@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/private"
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 // lockWait bounds how long a start waits for a lock whose holder is dead or
@@ -143,17 +144,14 @@ func exiting(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return true
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	switch procstat.State(pid) {
+	case "": // gone since the signal, or unreadable: as before, gone only if gone
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
 		return errors.Is(err, os.ErrNotExist)
+	case "Z", "X", "x":
+		return true
 	}
-	// The state follows the command name, which is in parentheses and may
-	// itself contain spaces or parentheses.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		if st := stat[i+2]; st == 'Z' || st == 'X' || st == 'x' {
-			return true
-		}
-	}
+	// procfs does not parse the pending-signal masks: read them here.
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return errors.Is(err, os.ErrNotExist)

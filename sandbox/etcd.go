@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 // EtcdConfig describes one etcd sandbox: a single-member etcd from Debian's
@@ -217,7 +218,7 @@ func (e *Etcd) Running() (int, bool) {
 		return 0, false
 	}
 	// The pid may have been reused by another program since.
-	if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err != nil || !strings.HasPrefix(string(comm), "etcd") {
+	if !strings.HasPrefix(procstat.Comm(pid), "etcd") {
 		return 0, false
 	}
 	return pid, true

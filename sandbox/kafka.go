@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 // KafkaVersion is the Apache Kafka release the Kafka sandbox runs.
@@ -391,7 +392,7 @@ func (k *KafkaInstance) Running() (int, bool) {
 		return 0, false
 	}
 	// Only a java process: the pid may have been reused since.
-	if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err != nil || !strings.HasPrefix(string(comm), "java") {
+	if !strings.HasPrefix(procstat.Comm(pid), "java") {
 		return 0, false
 	}
 	return pid, true

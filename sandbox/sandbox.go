@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/atomicfile"
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 // Config describes one sandbox instance.
@@ -360,14 +361,8 @@ func alive(pid int) bool {
 		return false
 	}
 	// A zombie is dead for our purposes.
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-		return false
-	}
-	return true
+	st := procstat.State(pid)
+	return st != "" && st != "Z"
 }
 
 // Down stops the instance by its own pid (SIGTERM, then SIGKILL after

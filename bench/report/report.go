@@ -30,17 +30,16 @@
 package report
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluice-db/sluice/internal/atomicfile"
+	"github.com/sluice-db/sluice/internal/procstat"
 )
 
 // SchemaVersion is written into every results file. It grows when fields are
@@ -287,27 +286,6 @@ func CollectMachine() Machine {
 			}
 		}
 	}
-	m.CPUModel = procField("/proc/cpuinfo", "model name")
-	if v := procField("/proc/meminfo", "MemTotal"); v != "" {
-		if kb, err := strconv.ParseInt(strings.Fields(v)[0], 10, 64); err == nil {
-			m.MemoryMB = kb / 1024
-		}
-	}
+	m.CPUModel, m.MemoryMB = procstat.Machine()
 	return m
-}
-
-func procField(path, key string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }

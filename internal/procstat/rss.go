@@ -1,28 +1,22 @@
 package procstat
 
 import (
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
 
-// RSSMB is a process's resident set (VmRSS in /proc/PID/status) in MB, 0
-// when unknown (no such process, or not Linux).
+// RSSMB is a process's resident set (VmRSS) in MB, 0 when unknown (no
+// such process, or not Linux).
 func RSSMB(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	p, ok := proc(pid)
+	if !ok {
+		return 0
+	}
+	st, err := p.NewStatus()
 	if err != nil {
 		return 0
 	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	return float64(st.VmRSS) / (1 << 20)
 }
 
 // PeakRSS samples a process's VmRSS every 50 ms: the peak over a window,

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-db/sluice/internal/procstat"
 	"github.com/sluice-db/sluice/sandbox"
 )
 
@@ -141,7 +142,7 @@ func reapKafkaOrphans() {
 			if err != nil || pid <= 0 {
 				continue
 			}
-			if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && strings.HasPrefix(string(comm), "java") {
+			if strings.HasPrefix(procstat.Comm(pid), "java") {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}

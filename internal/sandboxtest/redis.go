@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-db/sluice/internal/procstat"
 	"github.com/sluice-db/sluice/sandbox"
 )
 
@@ -215,7 +216,7 @@ func reapRedis(dir string) {
 		return
 	}
 	// Only a redis-server: the pid may have been reused since.
-	if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && strings.HasPrefix(string(comm), "redis-server") {
+	if strings.HasPrefix(procstat.Comm(pid), "redis-server") {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
