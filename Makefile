@@ -60,8 +60,11 @@ lint:
 
 # test runs every test, integration tests included, with the race detector.
 # Tests start their own MariaDB sandboxes on free loopback ports.
+# The packages' tests run sluice as a separate process (killed, restarted):
+# one build without -race serves them all (internal/sandboxtest.BinEnv).
 test: deps lint
-	GO=$(GO) ./scripts/gotest -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) build -o bin/sluice-test ./cmd/sluice
+	SLUICE_TEST_BIN=$(CURDIR)/bin/sluice-test GO=$(GO) ./scripts/gotest -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@# Nested modules keep their peers' dependencies (dtm's client) out of sluice's go.mod.
 	@for m in compat/*/; do [ -f "$$m/go.mod" ] && [ ! -f "$$m/run.sh" ] || continue; echo "== $$m"; (cd "$$m" && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; done
 	@echo "== dtm v1.19.0's own tests against sluice (compat/dtmconf)"

@@ -65,9 +65,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build sluice: %v: %s\n", err, out)
+	if bin, err = sandboxtest.SluiceBinary(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return sandboxtest.Run(m, sandboxtest.Want{Name: "src", Inst: &src}, sandboxtest.Want{Name: "dst", Inst: &dst})

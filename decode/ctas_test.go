@@ -24,10 +24,7 @@ import (
 // keyless CTAS table, before its rows commit; the restart must apply the
 // rows exactly once: a doubled or lost row shows in the comparison.
 func TestCreateSelectExactlyOnce(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("build sluice: %v: %s", err, out)
-	}
+	bin := sandboxtest.BuildSluice(t)
 	for _, order := range []string{"source", "relaxed"} {
 		t.Run(order, func(t *testing.T) { createSelectScenario(t, bin, "ct_"+order, order) })
 	}

@@ -41,13 +41,9 @@ func run(m *testing.M) int {
 		return 2
 	}
 	defer os.RemoveAll(binDir)
-	sluiceBin = filepath.Join(binDir, "sluice")
 	go func() {
 		defer wg.Done()
-		out, err := exec.Command("go", "build", "-o", sluiceBin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput()
-		if err != nil {
-			errs[2] = fmt.Errorf("build sluice: %v\n%s", err, out)
-		}
+		sluiceBin, errs[2] = sandboxtest.SluiceBinary(binDir)
 	}()
 	wg.Wait()
 	for _, s := range stops {

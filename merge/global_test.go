@@ -47,10 +47,7 @@ func TestGlobalBinlogOfThreeShards(t *testing.T) {
 	if _, err := exec.LookPath("mariadb-binlog"); err != nil {
 		t.Fatalf("mariadb-binlog not installed (fix: make deps): %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-db/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("build sluice: %v: %s", err, out)
-	}
+	bin := sandboxtest.BuildSluice(t)
 	shards := make([]*sandbox.Instance, 3)
 	dbs := make([]*sql.DB, 3)
 	startGTID := make([]string, 3)

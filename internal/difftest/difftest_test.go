@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 var (
@@ -28,7 +30,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin, err := Build(context.Background(), dir)
+	bin, err := sandboxtest.SluiceBinary(dir) // $SLUICE_TEST_BIN under make test
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
