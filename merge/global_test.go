@@ -448,13 +448,7 @@ func globalStatus(t *testing.T, dir string) replicate.GlobalStatus {
 
 func waitFor(t *testing.T, out *sandboxtest.SyncBuffer, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 2 minutes\nsluice: %s", what, tail(out.String()))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, 2*time.Minute, what, ok, func() string { return "sluice: " + tail(out.String()) })
 }
 
 func tail(s string) string {

@@ -355,13 +355,9 @@ func TestSilentSourceHoldsBack(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	b.publishTxns(2) // its relay's head (FDE, Gtid_list), no transaction
 	a.publishTxns(len(a.events))
-	deadline := time.Now().Add(30 * time.Second)
-	for m.Status().Waiting != "b" {
-		if time.Now().After(deadline) {
-			t.Fatalf("status does not name the silent source: %+v", m.Status())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, 30*time.Second, "status names the silent source",
+		func() bool { return m.Status().Waiting == "b" },
+		func() string { return fmt.Sprintf("%+v", m.Status()) })
 	if st := m.Status(); st.Transactions != 0 || st.WaitingSince.IsZero() {
 		t.Fatalf("merged while a source is silent: %+v", st)
 	}
@@ -373,12 +369,9 @@ func TestSilentSourceHoldsBack(t *testing.T) {
 	}
 	heardB.Store(true)
 	want := fmt.Sprintf("1-%d-%d", a.serverID, len(a.txns))
-	for m.GTID() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("merged %s, want %s, once the silent source was heard from (%+v)", m.GTID(), want, m.Status())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, 30*time.Second, "merged up to "+want+" once the silent source was heard from",
+		func() bool { return m.GTID() == want },
+		func() string { return fmt.Sprintf("merged %s (%+v)", m.GTID(), m.Status()) })
 	if st := m.Status(); st.Waiting != "" {
 		t.Fatalf("still waiting: %+v", st)
 	}

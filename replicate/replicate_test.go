@@ -227,16 +227,12 @@ func TestReplicateStopAndResume(t *testing.T) {
 	// heartbeat that brings the source position may come late. The bound
 	// only turns a task that never settles into a failure, not a hang.
 	time.Sleep(600 * time.Millisecond) // idle a while first
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		s := r.task.Status()
-		if s.LagSeconds == 0 && after(s.Applied, s.Source) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("idle task: lag %.1fs, applied %s, source %s", s.LagSeconds, s.Applied, s.Source)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, 30*time.Second, "an idle task at lag 0 and the source's position",
+		func() bool { s := r.task.Status(); return s.LagSeconds == 0 && after(s.Applied, s.Source) },
+		func() string {
+			s := r.task.Status()
+			return fmt.Sprintf("lag %.1fs, applied %s, source %s", s.LagSeconds, s.Applied, s.Source)
+		})
 }
 
 func TestRelaySurvivesSourcePurgeAndTargetRestart(t *testing.T) {

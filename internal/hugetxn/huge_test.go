@@ -389,13 +389,9 @@ func startServe(t *testing.T, bin, taskFile, pw string) (*exec.Cmd, *sandboxtest
 
 func waitListening(t *testing.T, addr string, out *sandboxtest.SyncBuffer) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(out.String(), "serving on") {
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice serve not listening on %s within a minute: %s", addr, tail(out.String()))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, time.Minute, "sluice serve listening on "+addr,
+		func() bool { return strings.Contains(out.String(), "serving on") },
+		func() string { return tail(out.String()) })
 }
 
 func freeAddr(t *testing.T) string {
