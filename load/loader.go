@@ -123,8 +123,14 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 		// Strict, so a value that does not fit fails instead of being
 		// altered; zero dates and invalid dates stay as the source has them;
 		// an explicit 0 in an AUTO_INCREMENT column stays 0.
-		"sql_mode":           "'" + strictSQLMode + "'",
-		"foreign_key_checks": "0",
+		"sql_mode": "'" + strictSQLMode + "'",
+		// Rows are copied as the source holds them: a row written under
+		// check_constraint_checks=0 violates a CHECK constraint and must
+		// load all the same, as it does on a native replica (issue 29,
+		// N13). MariaDB only (MySQL has no such variable and skips the
+		// comment); the driver sends the params as one SET, so the
+		// comment rides on foreign_key_checks.
+		"foreign_key_checks": "0 /*M!100201 , check_constraint_checks=0 */",
 		"net_read_timeout":   "86400",
 		"net_write_timeout":  "86400",
 	}
