@@ -44,6 +44,9 @@ type Loader struct {
 	// whole (Config.ReloadMixed).
 	reloaded []sluice.TableRef
 	remade   []sluice.TableRef
+	// groupReloaded lists the tables Prepare emptied to load them with
+	// their foreign-key group (fkgroups.go).
+	groupReloaded []GroupReload
 
 	tables map[sluice.TableRef]*target // by source name
 	stats  Stats
@@ -98,6 +101,11 @@ func (l *Loader) Progress() []TableProgress {
 type TableSpec struct {
 	Table *sluice.Table
 	Plan  dumpfmt.Plan
+	// Links names the source tables that this one shares a foreign key
+	// with, as child or as parent (itself for a key on its own rows). With
+	// Config.ReloadMixed, tables linked this way are copied from one
+	// snapshot (see fkgroups.go).
+	Links []sluice.TableRef
 }
 
 type job struct {
@@ -248,6 +256,9 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 		return err
 	}
 	l.snap = string(b)
+	if err := l.resetFKGroups(ctx, specs); err != nil {
+		return err
+	}
 	seen := map[sluice.TableRef]sluice.TableRef{}
 	var total, skipped int64
 	for _, s := range specs {
