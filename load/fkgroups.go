@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/schema"
 )
 
 // Foreign-key groups across a resumed copy (--mode all).
@@ -56,11 +58,12 @@ type GroupReload struct {
 // GroupReload).
 func (l *Loader) GroupReloaded() []GroupReload { return l.groupReloaded }
 
-// fkGroups returns the connected groups of specs over their Links (indexes
-// into specs, each group sorted): groups of two tables or more, and single
-// tables that link to themselves. Links to tables outside specs count for
-// nothing: those tables are not the task's.
-func fkGroups(specs []TableSpec) [][]int {
+// fkGroups returns the connected groups of specs over their Links and
+// over extra (pairs of indexes into specs), as indexes into specs, each
+// group sorted: groups of two tables or more, and single tables that link
+// to themselves. Links to tables outside specs count for nothing: those
+// tables are not the task's.
+func fkGroups(specs []TableSpec, extra [][2]int) [][]int {
 	idx := make(map[sluice.TableRef]int, len(specs))
 	for i, s := range specs {
 		idx[s.Table.Ref] = i
@@ -78,20 +81,22 @@ func fkGroups(specs []TableSpec) [][]int {
 		return i
 	}
 	self := make([]bool, len(specs))
+	join := func(i, j int) {
+		if j == i {
+			self[i] = true
+		} else if a, b := find(i), find(j); a != b {
+			parent[a] = b
+		}
+	}
 	for i, s := range specs {
 		for _, r := range s.Links {
-			j, ok := idx[r]
-			if !ok {
-				continue
-			}
-			if j == i {
-				self[i] = true
-				continue
-			}
-			if a, b := find(i), find(j); a != b {
-				parent[a] = b
+			if j, ok := idx[r]; ok {
+				join(i, j)
 			}
 		}
+	}
+	for _, p := range extra {
+		join(p[0], p[1])
 	}
 	members := map[int][]int{}
 	for i := range specs {
@@ -115,10 +120,14 @@ func fkGroups(specs []TableSpec) [][]int {
 // before the tables are looked at one by one, which then see these tables
 // as not started.
 func (l *Loader) resetFKGroups(ctx context.Context, specs []TableSpec) error {
-	if !l.cfg.ReloadMixed {
-		return nil
+	if !l.cfg.ReloadMixed || len(l.done) == 0 {
+		return nil // not resumed: one snapshot
 	}
-	groups := fkGroups(specs)
+	extra, err := l.targetLinks(ctx, specs)
+	if err != nil {
+		return fmt.Errorf("load: read the target's foreign keys: %w", l.classify(err))
+	}
+	groups := fkGroups(specs, extra)
 	if len(groups) == 0 {
 		return nil
 	}
@@ -215,4 +224,34 @@ func (l *Loader) olderChunks(ctx context.Context, now sluice.Position) (map[stri
 		out[tbl] = p != now
 	}
 	return out, rows.Err()
+}
+
+// targetLinks returns the foreign keys between the target tables of specs
+// (as pairs of indexes into specs). The tables an earlier run made have
+// that run's foreign keys, which a DDL on the source may have dropped
+// since: their rows were still linked when the source cascaded between
+// the snapshots. The source's keys (TableSpec.Links) add those made since.
+func (l *Loader) targetLinks(ctx context.Context, specs []TableSpec) ([][2]int, error) {
+	idx := make(map[sluice.TableRef]int, len(specs))
+	var schemas []string
+	for i, s := range specs {
+		tgt := l.cfg.Route(s.Table.Ref)
+		idx[tgt] = i
+		if !slices.Contains(schemas, tgt.Schema) {
+			schemas = append(schemas, tgt.Schema)
+		}
+	}
+	fks, err := schema.ForeignKeysIn(ctx, l.db, schemas)
+	if err != nil {
+		return nil, err
+	}
+	var out [][2]int
+	for _, fk := range fks {
+		c, ok := idx[fk.Child]
+		p, ok2 := idx[fk.Parent]
+		if ok && ok2 {
+			out = append(out, [2]int{c, p})
+		}
+	}
+	return out, nil
 }

@@ -67,13 +67,15 @@ func fkGroupResumes(t *testing.T, schema string, parents, cascaded, restricted i
 
 	seed := time.Now().UnixNano()
 	t.Logf("workload seed %d", seed)
-	w := startFKWorkload(t, src, schema, hot, seed)
-	defer w.stop()
 	// One connection each way: the chunks commit in the dumper's
 	// interleaved order (child_c, child_r, parent, solo, child_c, ...),
-	// 150 ms apart.
-	killAfterChunks(t, dst, task, "`"+copySchema+"`.`solo`", 1,
+	// 150 ms apart. The workload starts once the first run has its
+	// snapshot and plan (before, its rows could add chunks to a table
+	// that must be one chunk), and is killed after solo's first chunk.
+	var w *fkWorkload
+	killAfterChunksThen(t, dst, task, "`"+copySchema+"`.`solo`", 1, func() { w = startFKWorkload(t, src, schema, hot, seed) },
 		"migrate", "--config", cfg, "--mode", "all", "--commit-unit", "chunk", "--chunk-delay", "150ms")
+	defer w.stop()
 	checkpointsMatchData(t, dst, task, copySchema, "parent", "child_c", "child_r", "solo")
 	killed := partial(t, dst, task)
 	t.Logf("killed after: %s", killed)
@@ -155,6 +157,36 @@ func fkGroupResumes(t *testing.T, schema string, parents, cascaded, restricted i
 	if soloFirst != soloBefore {
 		t.Errorf("solo, outside the group, had %d chunks of the first snapshot, now %d", soloBefore, soloFirst)
 	}
+}
+
+// killAfterChunksThen is killAfterChunks calling planned once the run has
+// stored its chunk plan (its snapshot is taken).
+func killAfterChunksThen(t *testing.T, dst *sql.DB, task, table string, minDone int64, planned func(), args ...string) {
+	t.Helper()
+	cmd := exec.Command(sluiceBin, args...)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// The checkpoint tables may not exist yet: errors mean "not yet".
+	waitFor(t, exited, &out, "the chunk plan", func() bool {
+		var n int
+		_ = dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.load_plan WHERE task = ?", task).Scan(&n)
+		return n > 0
+	})
+	planned()
+	waitFor(t, exited, &out, fmt.Sprintf("%d chunks of %s", minDone, table), func() bool {
+		var n int64
+		_ = dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.load_checkpoint WHERE task = ? AND tbl = ?", task, table).Scan(&n)
+		return n >= minDone
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
 }
 
 // chunksDone returns how many of table's chunks the task has copied, and
