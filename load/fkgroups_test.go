@@ -204,10 +204,8 @@ func chunksDone(t *testing.T, dst *sql.DB, task, schema, table string) (done, pl
 	return done, strings.Count(plan, `"index"`)
 }
 
-// fkWorkload changes parents and children on the source in small
-// transactions, the kinds that cascade: delete a parent (its RESTRICT
-// children first), delete and re-insert it with new children, renumber it
-// (ON UPDATE CASCADE), update values.
+// fkWorkload runs small transactions on the source, each from gen, until
+// stopped, and counts those committed.
 type fkWorkload struct {
 	ops    atomic.Int64
 	cancel context.CancelFunc
@@ -217,56 +215,15 @@ type fkWorkload struct {
 	t      *testing.T
 }
 
-func startFKWorkload(t *testing.T, db *sql.DB, schema string, hot int, seed int64) *fkWorkload {
+func startWorkload(t *testing.T, db *sql.DB, seed int64, gen func(r *rand.Rand, n int) []string) *fkWorkload {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &fkWorkload{cancel: cancel, errc: make(chan error, 1), t: t}
-	live := make([]int, hot) // parents with children
-	for i := range live {
-		live[i] = i + 1
-	}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
 		r := rand.New(rand.NewSource(seed))
 		for n := 1; ctx.Err() == nil; n++ {
-			k := r.Intn(len(live))
-			x := live[k]
-			newChildren := []string{
-				fmt.Sprintf("INSERT INTO %s.child_c VALUES (%d, %%d, %d), (%d, %%d, %d)", schema, 100000+2*n, n, 100001+2*n, n),
-				fmt.Sprintf("INSERT INTO %s.child_r VALUES (%d, %%d, %d)", schema, 100000+n, n),
-			}
-			var stmts []string
-			switch r.Intn(4) {
-			case 0: // delete and re-insert, with new children
-				stmts = []string{
-					fmt.Sprintf("DELETE FROM %s.child_r WHERE pid = %d", schema, x),
-					fmt.Sprintf("DELETE FROM %s.parent WHERE id = %d", schema, x),
-					fmt.Sprintf("INSERT INTO %s.parent VALUES (%d, %d)", schema, x, -n),
-					fmt.Sprintf(newChildren[0], x, x),
-					fmt.Sprintf(newChildren[1], x),
-				}
-			case 1: // renumber: cascades to child_c; child_r's rows go first
-				stmts = []string{
-					fmt.Sprintf("DELETE FROM %s.child_r WHERE pid = %d", schema, x),
-					fmt.Sprintf("UPDATE %s.parent SET id = %d WHERE id = %d", schema, 50000+n, x),
-				}
-				live[k] = 50000 + n
-			case 2: // delete for good; a new parent with children instead
-				y := 70000 + n
-				stmts = []string{
-					fmt.Sprintf("DELETE FROM %s.child_r WHERE pid = %d", schema, x),
-					fmt.Sprintf("DELETE FROM %s.parent WHERE id = %d", schema, x),
-					fmt.Sprintf("INSERT INTO %s.parent VALUES (%d, %d)", schema, y, n),
-					fmt.Sprintf(newChildren[0], y, y),
-					fmt.Sprintf(newChildren[1], y),
-				}
-				live[k] = y
-			default:
-				stmts = []string{
-					fmt.Sprintf("UPDATE %s.parent SET v = v + 1 WHERE id = %d", schema, x),
-					fmt.Sprintf("UPDATE %s.child_c SET v = v - 1 WHERE pid = %d", schema, x),
-				}
-			}
+			stmts := gen(r, n)
 			tx, err := db.BeginTx(ctx, nil)
 			if err == nil {
 				for _, q := range stmts {
@@ -291,6 +248,54 @@ func startFKWorkload(t *testing.T, db *sql.DB, schema string, hot int, seed int6
 		}
 	}()
 	return w
+}
+
+// startFKWorkload changes parents and children, the kinds that cascade:
+// delete a parent (its RESTRICT children first), delete and re-insert it
+// with new children, renumber it (ON UPDATE CASCADE), update values.
+func startFKWorkload(t *testing.T, db *sql.DB, schema string, hot int, seed int64) *fkWorkload {
+	live := make([]int, hot) // parents with children
+	for i := range live {
+		live[i] = i + 1
+	}
+	return startWorkload(t, db, seed, func(r *rand.Rand, n int) []string {
+		k := r.Intn(len(live))
+		x := live[k]
+		newChildren := []string{
+			fmt.Sprintf("INSERT INTO %s.child_c VALUES (%d, %%d, %d), (%d, %%d, %d)", schema, 100000+2*n, n, 100001+2*n, n),
+			fmt.Sprintf("INSERT INTO %s.child_r VALUES (%d, %%d, %d)", schema, 100000+n, n),
+		}
+		switch r.Intn(4) {
+		case 0: // delete and re-insert, with new children
+			return []string{
+				fmt.Sprintf("DELETE FROM %s.child_r WHERE pid = %d", schema, x),
+				fmt.Sprintf("DELETE FROM %s.parent WHERE id = %d", schema, x),
+				fmt.Sprintf("INSERT INTO %s.parent VALUES (%d, %d)", schema, x, -n),
+				fmt.Sprintf(newChildren[0], x, x),
+				fmt.Sprintf(newChildren[1], x),
+			}
+		case 1: // renumber: cascades to child_c; child_r's rows go first
+			live[k] = 50000 + n
+			return []string{
+				fmt.Sprintf("DELETE FROM %s.child_r WHERE pid = %d", schema, x),
+				fmt.Sprintf("UPDATE %s.parent SET id = %d WHERE id = %d", schema, 50000+n, x),
+			}
+		case 2: // delete for good; a new parent with children instead
+			y := 70000 + n
+			live[k] = y
+			return []string{
+				fmt.Sprintf("DELETE FROM %s.child_r WHERE pid = %d", schema, x),
+				fmt.Sprintf("DELETE FROM %s.parent WHERE id = %d", schema, x),
+				fmt.Sprintf("INSERT INTO %s.parent VALUES (%d, %d)", schema, y, n),
+				fmt.Sprintf(newChildren[0], y, y),
+				fmt.Sprintf(newChildren[1], y),
+			}
+		}
+		return []string{
+			fmt.Sprintf("UPDATE %s.parent SET v = v + 1 WHERE id = %d", schema, x),
+			fmt.Sprintf("UPDATE %s.child_c SET v = v - 1 WHERE pid = %d", schema, x),
+		}
+	})
 }
 
 // waitOps waits until the workload has committed n more transactions.
