@@ -44,6 +44,9 @@ type Loader struct {
 	// whole (Config.ReloadMixed).
 	reloaded []sluice.TableRef
 	remade   []sluice.TableRef
+	// groupReloaded lists the tables Prepare emptied to load them with
+	// their foreign-key group (fkgroups.go).
+	groupReloaded []GroupReload
 
 	tables map[sluice.TableRef]*target // by source name
 	stats  Stats
@@ -98,6 +101,11 @@ func (l *Loader) Progress() []TableProgress {
 type TableSpec struct {
 	Table *sluice.Table
 	Plan  dumpfmt.Plan
+	// Links names the source tables that this one shares a foreign key
+	// with, as child or as parent (itself for a key on its own rows). With
+	// Config.ReloadMixed, tables linked this way are copied from one
+	// snapshot (see fkgroups.go).
+	Links []sluice.TableRef
 }
 
 type job struct {
@@ -123,8 +131,14 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 		// Strict, so a value that does not fit fails instead of being
 		// altered; zero dates and invalid dates stay as the source has them;
 		// an explicit 0 in an AUTO_INCREMENT column stays 0.
-		"sql_mode":           "'" + strictSQLMode + "'",
-		"foreign_key_checks": "0",
+		"sql_mode": "'" + strictSQLMode + "'",
+		// Rows are copied as the source holds them: a row written under
+		// check_constraint_checks=0 violates a CHECK constraint and must
+		// load all the same, as it does on a native replica (issue 29,
+		// N13). MariaDB only (MySQL has no such variable and skips the
+		// comment); the driver sends the params as one SET, so the
+		// comment rides on foreign_key_checks.
+		"foreign_key_checks": "0 /*M!100201 , check_constraint_checks=0 */",
 		"net_read_timeout":   "86400",
 		"net_write_timeout":  "86400",
 	}
@@ -242,6 +256,9 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 		return err
 	}
 	l.snap = string(b)
+	if err := l.resetFKGroups(ctx, specs); err != nil {
+		return err
+	}
 	seen := map[sluice.TableRef]sluice.TableRef{}
 	var total, skipped int64
 	for _, s := range specs {

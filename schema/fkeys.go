@@ -40,6 +40,18 @@ func AllForeignKeys(ctx context.Context, db *sql.DB) ([]ForeignKey, error) {
 	return queryForeignKeys(ctx, db, ` AND k.TABLE_SCHEMA NOT IN ('mysql','information_schema','performance_schema','sys')`)
 }
 
+// ForeignKeysIn returns the foreign keys of the child tables in schemas.
+func ForeignKeysIn(ctx context.Context, db *sql.DB, schemas []string) ([]ForeignKey, error) {
+	if len(schemas) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(schemas))
+	for i, s := range schemas {
+		args[i] = s
+	}
+	return queryForeignKeys(ctx, db, ` AND k.TABLE_SCHEMA IN (?`+strings.Repeat(", ?", len(schemas)-1)+`)`, args...)
+}
+
 func queryForeignKeys(ctx context.Context, db *sql.DB, where string, args ...any) ([]ForeignKey, error) {
 	rows, err := db.QueryContext(ctx, `SELECT k.CONSTRAINT_SCHEMA, k.CONSTRAINT_NAME, k.TABLE_SCHEMA, k.TABLE_NAME, k.COLUMN_NAME,
 		k.REFERENCED_TABLE_SCHEMA, k.REFERENCED_TABLE_NAME, k.REFERENCED_COLUMN_NAME, r.DELETE_RULE, r.UPDATE_RULE

@@ -312,6 +312,11 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		specs[i] = load.TableSpec{Table: tp.Table, Plan: dumpfmt.PlanOf(tp.Chunks)}
 	}
 	resumed := l.Resumed()
+	if replicating && resumed && !restricted {
+		if err := linkForeignKeys(ctx, cfg, specs); err != nil {
+			return nil, err
+		}
+	}
 	snap := d.Position()
 	if d.NoSnapshot() && l.FirstPosition() != nil {
 		snap = *l.FirstPosition()
@@ -333,6 +338,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	for _, t := range l.Reloaded() {
 		fmt.Fprintf(out, "; %s is reloaded whole (its key does not let replication match chunks of two snapshots)", t)
 	}
+	fmt.Fprint(out, groupReloadNote(l.GroupReloaded()))
 	fmt.Fprintln(out)
 	ds, ls := d.Stats(), l.Stats()
 	prog := startProgress(out, f.progressEvery,
