@@ -100,9 +100,11 @@ type nontxHold struct {
 	since  time.Time
 	tables []sluice.TableRef
 	set    map[sluice.TableRef]bool
-	// left counts the chunks of those tables still to be read in Run.
-	left int
-	logf func(format string, args ...any)
+	// left counts the chunks of those tables still to be read in Run;
+	// running says Run has started.
+	left    int
+	running bool
+	logf    func(format string, args ...any)
 }
 
 // lock takes LOCK TABLES ... READ on tables in a new session of db. It is
@@ -150,7 +152,7 @@ func (h *nontxHold) held(t sluice.TableRef) bool {
 // locks go at once.
 func (h *nontxHold) start(chunks int) {
 	h.mu.Lock()
-	h.left = chunks
+	h.left, h.running = chunks, true
 	h.mu.Unlock()
 	if chunks == 0 {
 		h.release()
@@ -174,7 +176,10 @@ func (h *nontxHold) chunkRead() {
 // were held off.
 func (h *nontxHold) release() {
 	h.mu.Lock()
-	c, since, tables := h.conn, h.since, h.tables
+	c, since, tables, left := h.conn, h.since, h.tables, h.left
+	if !h.running {
+		left = -1
+	}
 	h.conn = nil
 	h.mu.Unlock()
 	if c == nil {
@@ -192,7 +197,18 @@ func (h *nontxHold) release() {
 			}
 			names = append(names, t.String())
 		}
+		held := time.Since(since).Round(time.Millisecond)
+		if left < 0 {
+			h.logf("dump: the read lock on %d non-transactional table(s) (%s) was released after %s, before they were read (the copy stopped)\n",
+				len(tables), strings.Join(names, ", "), held)
+			return
+		}
+		if left > 0 {
+			h.logf("dump: the read lock on %d non-transactional table(s) (%s) was released after %s, with %d of their chunks not read (the copy stopped)\n",
+				len(tables), strings.Join(names, ", "), held, left)
+			return
+		}
 		h.logf("dump: %d non-transactional table(s) (%s) were read under a read lock held for %s: writes to them waited for it (a consistent-snapshot transaction does not hold their rows still)\n",
-			len(tables), strings.Join(names, ", "), time.Since(since).Round(time.Millisecond))
+			len(tables), strings.Join(names, ", "), held)
 	}
 }
