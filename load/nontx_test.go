@@ -156,11 +156,15 @@ func TestNonTransactionalTargetResumesAfterKillMidChunk(t *testing.T) {
 		// userMade makes the target table Aria by hand, empty, from an
 		// InnoDB source table: the target's engine decides.
 		userMade bool
+		// unit is the commit unit: "table" loads the table's chunks as one
+		// stream in one transaction.
+		unit string
 	}{
-		{"first", "(id INT PRIMARY KEY, v VARCHAR(64), b BLOB)", 0, false},
-		{"later", "(id INT PRIMARY KEY, v VARCHAR(64), b BLOB)", 1, false},
-		{"nokey", "(id INT, v VARCHAR(64), b BLOB)", 0, false},
-		{"usermade", "(id INT PRIMARY KEY, v VARCHAR(64), b BLOB)", 0, true},
+		{"first", "(id INT PRIMARY KEY, v VARCHAR(64), b BLOB)", 0, false, "chunk"},
+		{"later", "(id INT PRIMARY KEY, v VARCHAR(64), b BLOB)", 1, false, "chunk"},
+		{"nokey", "(id INT, v VARCHAR(64), b BLOB)", 0, false, "chunk"},
+		{"usermade", "(id INT PRIMARY KEY, v VARCHAR(64), b BLOB)", 0, true, "chunk"},
+		{"whole", "(id INT PRIMARY KEY, v VARCHAR(64), b BLOB)", 0, false, "table"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			schema := "nt_kill_" + c.name
@@ -180,8 +184,8 @@ func TestNonTransactionalTargetResumesAfterKillMidChunk(t *testing.T) {
 			// statement by statement, and the chunk delay holds its
 			// checkpoint back, so the kill finds rows without their mark.
 			killWithUnmarkedRows(t, dst, task, "`"+schema+"_copy`.`t`", c.done,
-				"migrate", "--config", cfg, "--commit-unit", "chunk", "--rows-per-statement", "50", "--chunk-delay", "3s")
-			mustSluice(t, "migrate", "--config", cfg, "--commit-unit", "chunk", "--rows-per-statement", "50")
+				"migrate", "--config", cfg, "--commit-unit", c.unit, "--rows-per-statement", "50", "--chunk-delay", "3s")
+			mustSluice(t, "migrate", "--config", cfg, "--commit-unit", c.unit, "--rows-per-statement", "50")
 			if c.userMade {
 				// The definitions differ by their engine only: compare rows.
 				if a, b := tableRows(t, src, schema, "t"), tableRows(t, dst, schema+"_copy", "t"); strings.Join(a, "\n") != strings.Join(b, "\n") {
