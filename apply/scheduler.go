@@ -219,7 +219,11 @@ func changeBytes(c *sluice.RowChange) int {
 // add puts a finished transaction into the open unit, first sending the
 // unit off when it is full.
 func (s *scheduler) add(ctx context.Context, t *txn) error {
-	if s.open != nil && s.full(t) {
+	alone, err := s.alone(ctx, t)
+	if err != nil {
+		return err
+	}
+	if s.open != nil && (alone || s.full(t)) {
 		if err := s.dispatchOpen(ctx); err != nil {
 			return err
 		}
@@ -243,6 +247,10 @@ func (s *scheduler) add(ctx context.Context, t *txn) error {
 	u.txns = append(u.txns, t)
 	u.bytes += t.bytes
 	u.rows += len(t.changes)
+	if alone {
+		u.barrier = true
+		return s.dispatchOpen(ctx)
+	}
 	return nil
 }
 

@@ -28,6 +28,8 @@ type tableInfo struct {
 	// fk: the table's foreign keys in both directions (fkeys.go); nil
 	// when it has none.
 	fk *fkInfo
+	// nontx: the target table's engine has no transactions (nontx.go).
+	nontx bool
 }
 
 var hashSeed = maphash.MakeSeed()
@@ -91,6 +93,9 @@ func (a *Applier) resolve(ctx context.Context, t *sluice.Table) (*tableInfo, err
 		}
 	}
 	info := &tableInfo{spec: sqlgen.NewTableSpec(&eff, t.Ref)}
+	if info.nontx, err = a.targetNonTransactional(ctx, t.Ref); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	add := func(k []int) {
 		if len(k) == 0 {

@@ -43,6 +43,9 @@ type Config struct {
 	// LockWait bounds the wait for FLUSH TABLES WITH READ LOCK, which
 	// queues behind long-running statements.
 	LockWait time.Duration
+	// Logf, if set, receives notes worth a line in the task's output (how
+	// long the non-transactional tables were locked).
+	Logf func(format string, args ...any)
 }
 
 // DefaultConfig returns the defaults.

@@ -33,6 +33,8 @@ type Dumper struct {
 	skipped bool // nothing left to copy: no snapshot was taken
 	stats   Stats
 	started time.Time
+	// hold keeps the non-transactional tables still until they are read.
+	hold nontxHold
 }
 
 // Open connects to the source, inspects the selected tables, takes the
@@ -42,6 +44,7 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 		return nil, err
 	}
 	d := &Dumper{cfg: cfg, started: time.Now()}
+	d.hold.logf = cfg.Logf
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -49,7 +52,7 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 	}()
 	// The dumper stops reading a result set while the loader catches up, so
 	// the server must not give up writing to a slow reader.
-	d.db, err = dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: cfg.Threads + 2,
+	d.db, err = dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: cfg.Threads + 3, // + the snapshot's control session and the non-transactional tables' lock
 		Params:     map[string]string{"net_write_timeout": "86400", "net_read_timeout": "86400"},
 		ReadBuffer: readBuffer})
 	if err != nil {
@@ -132,7 +135,21 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 			}
 			return refs
 		}
-		d.pos, err = takeSnapshot(ctx, d.db, d.conns, cfg, unchanged, pin)
+		underLock := func(ctl *sql.Conn) error {
+			refs := pin()
+			nt, err := nonTransactional(ctx, ctl, refs)
+			if err != nil {
+				return err
+			}
+			var held []sluice.TableRef
+			for _, r := range refs {
+				if nt[r] {
+					held = append(held, r)
+				}
+			}
+			return d.hold.lock(ctx, d.db, held, cfg.LockWait)
+		}
+		d.pos, err = takeSnapshot(ctx, d.db, d.conns, cfg, unchanged, pin, underLock)
 		if errors.Is(err, errSchemaChanged) && attempt < schemaAttempts {
 			continue // a DDL ran since the tables were read: read them again
 		}
@@ -269,6 +286,7 @@ func (d *Dumper) Stats() *Stats { return &d.stats }
 
 // Close ends the snapshot and closes the connections.
 func (d *Dumper) Close() error {
+	d.hold.release()
 	for _, c := range d.conns {
 		_, _ = c.ExecContext(context.Background(), "ROLLBACK")
 		c.Close()
@@ -321,7 +339,11 @@ func (d *Dumper) plan(ctx context.Context) error {
 				if errs[i] != nil {
 					continue
 				}
-				rs, err := chunk.Plan(ctx, c, tp.Table, d.cfg.RowsPerChunk)
+				var q chunk.Querier = c
+				if d.hold.held(tp.Table.Ref) {
+					q = highPriority{c}
+				}
+				rs, err := chunk.Plan(ctx, q, tp.Table, d.cfg.RowsPerChunk)
 				if err != nil {
 					if err := ddlError("dump: plan "+tp.Table.Ref.String(), err); err != nil {
 						errs[i] = err
@@ -368,23 +390,29 @@ func (d *Dumper) jobs() []job {
 			}
 		}
 	}
-	var wholes, rest []*TablePlan
-	for _, tp := range d.tables {
-		if whole(tp) {
-			wholes = append(wholes, tp)
-		} else {
-			rest = append(rest, tp)
+	// The non-transactional tables first: their writers wait until they
+	// are read (see nontx.go).
+	for _, held := range []bool{true, false} {
+		var wholes, rest []*TablePlan
+		for _, tp := range d.tables {
+			switch {
+			case d.hold.held(tp.Table.Ref) != held:
+			case whole(tp):
+				wholes = append(wholes, tp)
+			default:
+				rest = append(rest, tp)
+			}
 		}
+		// Whole tables in waves: a wave's tables each get a loader, and the
+		// next wave starts when every chunk of this one is handed out.
+		wave := max(d.cfg.WholeWave, 1)
+		for len(wholes) > 0 {
+			n := min(wave, len(wholes))
+			interleave(wholes[:n])
+			wholes = wholes[n:]
+		}
+		interleave(rest)
 	}
-	// Whole tables in waves: a wave's tables each get a loader, and the
-	// next wave starts when every chunk of this one is handed out.
-	wave := max(d.cfg.WholeWave, 1)
-	for len(wholes) > 0 {
-		n := min(wave, len(wholes))
-		interleave(wholes[:n])
-		wholes = wholes[n:]
-	}
-	interleave(rest)
 	return out
 }
 
@@ -393,6 +421,14 @@ func (d *Dumper) jobs() []job {
 func (d *Dumper) Run(ctx context.Context, sink Sink) error {
 	jobs := d.jobs()
 	d.stats.TotalChunks.Store(int64(len(jobs)))
+	held := 0
+	for _, j := range jobs {
+		if d.hold.held(j.tp.Table.Ref) {
+			held++
+		}
+	}
+	d.hold.start(held)
+	defer d.hold.release()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ch := make(chan job)
@@ -479,6 +515,9 @@ const readBuffer = 256 << 10
 func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) error {
 	t := j.tp.Table
 	query, args := selectSQL(t, j.r)
+	if d.hold.held(t.Ref) {
+		query = withHighPriority(query)
+	}
 	w, err := sink.OpenChunk(ctx, t, j.r)
 	if err != nil {
 		return err
@@ -557,6 +596,9 @@ func (d *Dumper) dumpChunk(ctx context.Context, c *sql.Conn, j job, sink Sink) e
 		}
 		return nil
 	})
+	if err == nil && d.hold.held(t.Ref) {
+		d.hold.chunkRead()
+	}
 	if err != nil {
 		w.Abort(err)
 		var se *sluice.Error

@@ -29,6 +29,9 @@ const snapshotHint = "GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT ON *
 // differ from what the caller read, nothing is started and the error is
 // errSchemaChanged.
 //
+// underLock runs last under the lock, after the transactions started (it
+// takes the non-transactional tables' read locks, see nontx.go).
+//
 // Every conn then opens every table that pin returns, still under the
 // lock, so that its transaction holds their metadata locks until the dump
 // ends: no DDL on them can complete in between. A snapshot read does not
@@ -40,7 +43,7 @@ const snapshotHint = "GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT ON *
 // a wait no deadlock detector sees. So a DDL on a copied table waits for
 // the dump to end (as with mysqldump and mydumper), and the dump never
 // waits for a DDL.
-func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config, unchanged func(*sql.Conn) (bool, error), pin func() []sluice.TableRef) (pos sluice.Position, err error) {
+func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config, unchanged func(*sql.Conn) (bool, error), pin func() []sluice.TableRef, underLock func(ctl *sql.Conn) error) (pos sluice.Position, err error) {
 	ctl, err := db.Conn(ctx)
 	if err != nil {
 		return pos, dbconn.Classify(err, "source", cfg.Source)
@@ -93,6 +96,9 @@ func takeSnapshot(ctx context.Context, db *sql.DB, conns []*sql.Conn, cfg Config
 		if err := pinTables(ctx, c, tables); err != nil {
 			return pos, fail("open the tables in the snapshot", err)
 		}
+	}
+	if err := underLock(ctl); err != nil {
+		return pos, fail("LOCK TABLES ... READ on the non-transactional tables", err)
 	}
 	pos, err = readPosition(ctx, ctl)
 	if err != nil {

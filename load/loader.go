@@ -78,6 +78,8 @@ type target struct {
 	tjErr     error
 	// done counts the chunks this run committed (Progress).
 	done atomic.Int64
+	// nontx is set when the table's engine has no transactions (nontx.go).
+	nontx *nontxTarget
 }
 
 // TableProgress is one table's share of the copy: chunks this run committed
@@ -309,12 +311,29 @@ func (l *Loader) Prepare(ctx context.Context, pos sluice.Position, specs []Table
 		if err := l.meta.savePlan(ctx, tgt, s.Table.Ref, s.Plan, l.snap); err != nil {
 			return fmt.Errorf("load: save plan of %s: %w", tgt, dbconn.Classify(err, "target", l.cfg.Target))
 		}
+		if pending > 0 {
+			if err := l.clearPending(ctx, s.Table, tgt, s.Plan, started); err != nil {
+				return fmt.Errorf("load: empty what an interrupted run left in %s: %w", tgt, l.classify(err))
+			}
+		}
 		if err := l.prepareTable(ctx, s.Table, tgt, started, pending == 0); err != nil {
 			return err
+		}
+		nontx, err := l.nonTransactional(ctx, tgt)
+		if err != nil {
+			return fmt.Errorf("load: %w", l.classify(err))
+		}
+		if nontx && !started && pending > 0 {
+			if err := l.meta.claim(ctx, tgt); err != nil {
+				return fmt.Errorf("load: %w", l.classify(err))
+			}
 		}
 		whole := l.cfg.CommitUnit == CommitTable ||
 			l.cfg.CommitUnit == CommitAuto && !started && len(s.Plan) <= l.cfg.BulkMaxChunks
 		l.tables[s.Table.Ref] = &target{ref: tgt, key: key, spec: loadSpec(s.Table, tgt), pending: pending, whole: whole, started: started, generated: generatedNames(s.Table)}
+		if nontx {
+			l.tables[s.Table.Ref].nontx = &nontxTarget{src: s.Table, ranges: s.Plan.Ranges()}
+		}
 	}
 	l.stats.TotalChunks.Store(total)
 	l.stats.Skipped.Store(skipped)
@@ -514,6 +533,9 @@ func (l *Loader) loadChunk(ctx context.Context, j *job) (err error) {
 		}
 	}()
 	var loaded int64
+	if err = j.tgt.nontx.clear(ctx, tx, j.tgt.ref, j.index); err != nil {
+		return l.chunkErr(j, err)
+	}
 	if err = lenient(ctx, tx, j.tgt); err != nil {
 		return l.chunkErr(j, err)
 	}

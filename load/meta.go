@@ -125,14 +125,43 @@ func (m meta) setPlanSnapshot(ctx context.Context, tbl sluice.TableRef, snap str
 	return err
 }
 
-// made reports whether this task created target table tbl.
-func (m meta) made(ctx context.Context, tbl sluice.TableRef) (bool, error) {
-	var made bool
+// load_plan.made: 0 the user made the target table, 1 this task made it,
+// 2 the user made it and this task found it empty and loads it (claimed:
+// see clearPending).
+const (
+	madeByUser    = 0
+	madeByTask    = 1
+	claimedByTask = 2
+)
+
+// madeState returns load_plan.made for target table tbl.
+func (m meta) madeState(ctx context.Context, tbl sluice.TableRef) (int, error) {
+	var made int
 	err := m.db.QueryRowContext(ctx, "SELECT made FROM "+m.table("load_plan")+" WHERE task = ? AND tbl = ?", m.task, tblKey(tbl)).Scan(&made)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return madeByUser, nil
 	}
 	return made, err
+}
+
+// made reports whether this task created target table tbl.
+func (m meta) made(ctx context.Context, tbl sluice.TableRef) (bool, error) {
+	made, err := m.madeState(ctx, tbl)
+	return made == madeByTask, err
+}
+
+// claimed reports whether this task made target table tbl or found it
+// empty: rows in it that no checkpoint accounts for are this task's.
+func (m meta) claimed(ctx context.Context, tbl sluice.TableRef) (bool, error) {
+	made, err := m.madeState(ctx, tbl)
+	return made == madeByTask || made == claimedByTask, err
+}
+
+// claim records that this task found the user's target table tbl empty
+// and loads it.
+func (m meta) claim(ctx context.Context, tbl sluice.TableRef) error {
+	_, err := m.db.ExecContext(ctx, "UPDATE "+m.table("load_plan")+" SET made = ? WHERE task = ? AND tbl = ? AND made = ?", claimedByTask, m.task, tblKey(tbl), madeByUser)
+	return err
 }
 
 // position returns the snapshot position of the task's first run.

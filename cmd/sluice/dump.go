@@ -57,7 +57,9 @@ func runDump(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	began := time.Now()
-	d, err := dump.Open(ctx, f.dumpConfig(cfg))
+	dc := f.dumpConfig(cfg)
+	dc.Logf = func(format string, args ...any) { logf(out, format, args...) }
+	d, err := dump.Open(ctx, dc)
 	if err != nil {
 		return err
 	}

@@ -281,6 +281,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 		return &fullResult{start: l.FirstPosition(), resumed: true}, nil
 	}
 	dc := f.dumpConfig(cfg)
+	dc.Logf = func(format string, args ...any) { logf(out, format, args...) }
 	dc.PlanFor, dc.Done, dc.WholeTable, dc.WholeWave = l.Plan, l.Done, l.WholeTable, cfg.PoolSize
 	restricted := false
 	if replicating && l.Resumed() {
