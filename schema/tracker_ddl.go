@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/charset"
 	"github.com/pingcap/tidb/pkg/parser/format"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
 	"github.com/pingcap/tidb/pkg/parser/types"
@@ -245,6 +246,14 @@ func columnOf(c *ast.ColumnDef) sluice.Column {
 			}
 		case ast.ColumnOptionDefaultValue:
 			col.Default = exprText(o.Expr)
+		case ast.ColumnOptionCollate:
+			// A COLLATE alone names the character set too (the parser
+			// leaves it to the option). Without it such a latin1 column
+			// had none, and rows decoded without full row metadata kept
+			// its bytes as text, not raw bytes (decode/charset.go).
+			if co, err := charset.GetCollationByName(o.StrValue); err == nil && col.Charset == "" {
+				col.Charset = co.CharsetName
+			}
 		}
 	}
 	return col

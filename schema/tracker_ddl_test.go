@@ -84,6 +84,11 @@ func TestTrackerDDL(t *testing.T) {
 		// A column's own character set (utf8mb3 is the parser's utf8).
 		{name: "charsets", ddl: "CREATE TABLE t (a VARCHAR(5) CHARACTER SET latin1, c VARBINARY(3), d CHAR(2) CHARACTER SET utf8mb3 COLLATE utf8mb3_general_nopad_ci, e TEXT CHARSET cp1251 COLLATE cp1251_bin) DEFAULT CHARSET=utf8mb4",
 			cols: "a varchar(5) latin1, c varbinary(3) binary, d char(2) utf8, e text cp1251"},
+		// A COLLATE alone names the character set too.
+		{name: "collation names its charset", ddl: "CREATE TABLE t (b TEXT COLLATE utf8mb4_bin, c VARCHAR(3) COLLATE latin1_bin, e VARCHAR(2) COLLATE utf8mb4_nopad_bin) DEFAULT CHARSET=cp1251",
+			cols: "b text utf8mb4, c varchar(3) latin1, e varchar(2) utf8mb4"},
+		{name: "modify collation", setup: []string{"CREATE TABLE t (a VARCHAR(5) CHARACTER SET latin1)"}, ddl: "ALTER TABLE t MODIFY a VARCHAR(5) COLLATE utf8mb4_unicode_ci",
+			cols: "a varchar(5) utf8mb4"},
 		{name: "convert charset", setup: []string{"CREATE TABLE t (a VARCHAR(5) CHARACTER SET latin1)"}, ddl: "ALTER TABLE t MODIFY a VARCHAR(5) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin",
 			cols: "a varchar(5) utf8mb4"},
 		{name: "generated", ddl: "CREATE TABLE t (a INT, b INT AS (a+1) VIRTUAL, c INT GENERATED ALWAYS AS (a*2) STORED, d INT AS (a) PERSISTENT)",
