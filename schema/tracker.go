@@ -53,6 +53,11 @@ type keyDef struct {
 	Name    string   `json:"name"`
 	Primary bool     `json:"primary,omitempty"`
 	Cols    []string `json:"cols"`
+	// Other marks an index that cannot identify rows (not unique, or over
+	// a column prefix). It is kept for its name: the server names an
+	// unnamed index after its first column, avoiding every index name
+	// taken, and a later DROP INDEX must find the index the server drops.
+	Other bool `json:"other,omitempty"`
 }
 
 // NewTracker returns an empty tracker.
@@ -228,6 +233,9 @@ func (d *tableDef) build() *sluice.Table {
 		return len(keys[a].Cols) < len(keys[b].Cols)
 	})
 	for _, k := range keys {
+		if k.Other {
+			continue
+		}
 		var idx []int
 		nullable := false
 		for _, c := range k.Cols {

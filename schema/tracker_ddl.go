@@ -2,9 +2,11 @@ package schema
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/charset"
 	"github.com/pingcap/tidb/pkg/parser/format"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
 	"github.com/pingcap/tidb/pkg/parser/types"
@@ -72,9 +74,12 @@ func (t *Tracker) Apply(defaultSchema string, stmt ast.StmtNode) error {
 		}
 		t.version++
 	case *ast.RenameTableStmt:
-		// Renames run in order, so "a TO tmp, b TO a, tmp TO b" swaps.
+		// Renames run in order, so "a TO tmp, b TO a, tmp TO b" swaps. The
+		// statement is atomic: one pair that fails undoes those before it.
+		saved, version := maps.Clone(t.tables), t.version
 		for _, tt := range s.TableToTables {
 			if err := t.rename(RefOf(tt.OldTable, defaultSchema), RefOf(tt.NewTable, defaultSchema)); err != nil {
+				t.tables, t.version = saved, version
 				return err
 			}
 		}
@@ -91,9 +96,10 @@ func (t *Tracker) Apply(defaultSchema string, stmt ast.StmtNode) error {
 		if err != nil {
 			return err
 		}
-		if s.KeyType == ast.IndexKeyTypeUnique {
-			addKey(d, s.IndexName, false, s.IndexPartSpecifications)
+		if s.IfNotExists && hasKey(d, s.IndexName) {
+			return nil // MariaDB: a note, and nothing changes
 		}
+		addKey(d, s.IndexName, false, s.KeyType == ast.IndexKeyTypeUnique, s.IndexPartSpecifications)
 		t.put(d)
 	case *ast.DropIndexStmt:
 		d, err := t.cloneDef(RefOf(s.Table, defaultSchema))
@@ -123,7 +129,7 @@ func (t *Tracker) cloneDef(ref sluice.TableRef) (*tableDef, error) {
 	}
 	c := &tableDef{Ref: d.Ref, Columns: append([]sluice.Column(nil), d.Columns...)}
 	for _, k := range d.Keys {
-		c.Keys = append(c.Keys, keyDef{Name: k.Name, Primary: k.Primary, Cols: append([]string(nil), k.Cols...)})
+		c.Keys = append(c.Keys, keyDef{Name: k.Name, Primary: k.Primary, Cols: append([]string(nil), k.Cols...), Other: k.Other})
 	}
 	return c, nil
 }
@@ -177,6 +183,7 @@ func (t *Tracker) alter(ref sluice.TableRef, s *ast.AlterTableStmt, defaultSchem
 			return unsupported("ALTER TABLE %s: %s is not replicated", ref, specName(sp.Tp))
 		}
 	}
+	primaryNotNull(d)
 	if renameTo != nil {
 		delete(t.tables, keyOf(ref))
 		d.Ref = *renameTo
@@ -239,6 +246,14 @@ func columnOf(c *ast.ColumnDef) sluice.Column {
 			}
 		case ast.ColumnOptionDefaultValue:
 			col.Default = exprText(o.Expr)
+		case ast.ColumnOptionCollate:
+			// A COLLATE alone names the character set too (the parser
+			// leaves it to the option). Without it such a latin1 column
+			// had none, and rows decoded without full row metadata kept
+			// its bytes as text, not raw bytes (decode/charset.go).
+			if co, err := charset.GetCollationByName(o.StrValue); err == nil && col.Charset == "" {
+				col.Charset = co.CharsetName
+			}
 		}
 	}
 	return col
@@ -257,23 +272,32 @@ func addInlineKeys(d *tableDef, c *ast.ColumnDef) {
 }
 
 func addConstraint(d *tableDef, c *ast.Constraint) {
+	if c.IfNotExists && hasKey(d, c.Name) {
+		return // MariaDB: a note, and nothing changes
+	}
 	switch c.Tp {
 	case ast.ConstraintPrimaryKey:
-		addKey(d, "PRIMARY", true, c.Keys)
+		addKey(d, "PRIMARY", true, true, c.Keys)
 	case ast.ConstraintUniq, ast.ConstraintUniqKey, ast.ConstraintUniqIndex:
-		addKey(d, c.Name, false, c.Keys)
+		addKey(d, c.Name, false, true, c.Keys)
+	case ast.ConstraintKey, ast.ConstraintIndex, ast.ConstraintFulltext, ast.ConstraintVector, ast.ConstraintColumnar:
+		addKey(d, c.Name, false, false, c.Keys)
 	}
 }
 
-// addKey records a unique key. Keys over expressions or column prefixes
-// cannot identify rows by column values and are left out.
-func addKey(d *tableDef, name string, primary bool, parts []*ast.IndexPartSpecification) {
-	k := keyDef{Name: name, Primary: primary}
+// addKey records an index. Only a unique one over whole columns can
+// identify rows; the others (not unique, over expressions or column
+// prefixes) are kept as Other, for their names.
+func addKey(d *tableDef, name string, primary, unique bool, parts []*ast.IndexPartSpecification) {
+	// A SPATIAL index reaches here as a FULLTEXT stand-in (tracker_fix.go).
+	k := keyDef{Name: strings.TrimPrefix(name, spatialMarker), Primary: primary, Other: !unique}
 	for _, p := range parts {
 		if p.Column == nil || p.Expr != nil || p.Length > 0 {
-			return
+			k.Other = true
 		}
-		k.Cols = append(k.Cols, p.Column.Name.O)
+		if p.Column != nil {
+			k.Cols = append(k.Cols, p.Column.Name.O)
+		}
 	}
 	if len(k.Cols) == 0 {
 		return
@@ -306,6 +330,31 @@ func uniqueName(d *tableDef, base string) string {
 			return name
 		}
 		name = fmt.Sprintf("%s_%d", base, n)
+	}
+}
+
+func hasKey(d *tableDef, name string) bool {
+	for _, k := range d.Keys {
+		if name != "" && strings.EqualFold(k.Name, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// primaryNotNull makes the primary key's columns NOT NULL, as MariaDB does
+// whatever a MODIFY or CHANGE of one of them says: `MODIFY id BIGINT`
+// keeps id NOT NULL, and the table keeps its key.
+func primaryNotNull(d *tableDef) {
+	for _, k := range d.Keys {
+		if !k.Primary {
+			continue
+		}
+		for _, c := range k.Cols {
+			if i := colIndex(d, c); i >= 0 {
+				d.Columns[i].Nullable = false
+			}
+		}
 	}
 }
 

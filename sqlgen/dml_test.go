@@ -4,34 +4,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-db/sluice"
 )
-
-func TestAppendValue(t *testing.T) {
-	cases := []struct {
-		in   any
-		want string
-	}{
-		{nil, "NULL"},
-		{int8(-5), "-5"},
-		{uint64(18446744073709551615), "18446744073709551615"},
-		{float32(1.1), "1.1"},
-		{float64(0.1), "0.1"},
-		{1e300, "1e+300"},
-		{"it's", `'it\'s'`},
-		{"a\\b\n\x00\x1a\"", `'a\\b\n\0\Z\"'`},
-		{[]byte{0xff, '\''}, "_binary'\xff\\''"},
-		{time.Date(2024, 1, 2, 3, 4, 5, 600000000, time.UTC), "'2024-01-02 03:04:05.6'"},
-		{true, "1"},
-	}
-	for _, c := range cases {
-		if got := string(AppendValue(nil, c.in)); got != c.want {
-			t.Errorf("AppendValue(%#v) = %s, want %s", c.in, got, c.want)
-		}
-	}
-}
 
 func table(pk bool) *sluice.Table {
 	t := &sluice.Table{Ref: sluice.TableRef{Schema: "s", Name: "t"}, Columns: []sluice.Column{

@@ -1,6 +1,7 @@
 package sqlgen
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/sluice-db/sluice"
@@ -11,7 +12,16 @@ import (
 // open. It returns "1=1" when both bounds are nil. The nested OR form is what
 // the range optimizer turns into a single index range on every MySQL-family
 // server, unlike row constructors, which MariaDB does not optimize.
+//
+// A non-nil bound must hold one value per column: it panics otherwise, as
+// a bound cut on another key would select other rows (callers check a
+// stored plan against the key first).
 func KeyRange(cols []string, lo, hi []any) (string, []any) {
+	for _, b := range [][]any{lo, hi} {
+		if b != nil && (len(b) != len(cols) || len(cols) == 0) {
+			panic(fmt.Sprintf("sqlgen.KeyRange: a bound of %d values for a key of %d columns", len(b), len(cols)))
+		}
+	}
 	var parts []string
 	var args []any
 	if lo != nil {
