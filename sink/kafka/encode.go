@@ -238,7 +238,12 @@ func (e *encoder) appendSource(dst []byte, m *txnMeta, ref sluice.TableRef, row 
 	dst = append(dst, snapshot...)
 	dst = append(dst, `","db":`...)
 	dst = appendJSONString(dst, ref.Schema)
-	dst = append(dst, `,"sequence":null,"table":`...)
+	// ts_us and ts_ns (Debezium 2.6+): the same source time, in µs and ns.
+	dst = append(dst, `,"sequence":null,"ts_us":`...)
+	dst = strconv.AppendInt(dst, int64(m.ts)*1000000, 10)
+	dst = append(dst, `,"ts_ns":`...)
+	dst = strconv.AppendInt(dst, int64(m.ts)*1000000000, 10)
+	dst = append(dst, `,"table":`...)
 	if ref.Name == "" {
 		dst = append(dst, "null"...)
 	} else {
@@ -285,6 +290,10 @@ func (e *encoder) debeziumValue(dst []byte, ch *sluice.RowChange, m *txnMeta, ro
 	dst = append(dst, op)
 	dst = append(dst, `","ts_ms":`...)
 	dst = strconv.AppendInt(dst, now.UnixMilli(), 10)
+	dst = append(dst, `,"ts_us":`...)
+	dst = strconv.AppendInt(dst, now.UnixMicro(), 10)
+	dst = append(dst, `,"ts_ns":`...)
+	dst = strconv.AppendInt(dst, now.UnixNano(), 10)
 	dst = append(dst, `,"transaction":null}`...)
 	if e.cfg.Schema {
 		dst = append(dst, '}')
