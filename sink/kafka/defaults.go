@@ -84,6 +84,14 @@ func defaultJSON(c sluice.Column, cp *colPlan) (string, bool) {
 			return "", false
 		}
 		return strconv.FormatBool(n != 0), true
+	case kBits:
+		// The value's bytes as a row's value of the column is written
+		// (little-endian); Debezium 2.7 gives BIT(5) DEFAULT b'101' "BQ==".
+		n, ok := bitLiteral(v)
+		if !ok {
+			return "", false
+		}
+		return string(cp.e.appendValue(nil, cp, n)), true
 	case kDate:
 		if epochEquivalentDate.MatchString(v) || epochEquivalentTS.MatchString(v) || v == "0" {
 			if c.Nullable {
@@ -121,7 +129,7 @@ func defaultJSON(c sluice.Column, cp *colPlan) (string, bool) {
 		}
 		return strconv.FormatInt(us, 10), true
 	}
-	return "", false // BIT(n>1), geometry: not written (docs/manual/kafka.md)
+	return "", false // geometry: not written (docs/manual/kafka.md)
 }
 
 // bitLiteral reads a BIT default: b'101', 0b101 or a decimal number.
@@ -133,6 +141,9 @@ func bitLiteral(v string) (uint64, bool) {
 		return n, err == nil
 	case strings.HasPrefix(l, "0b"):
 		n, err := strconv.ParseUint(l[2:], 2, 64)
+		return n, err == nil
+	case strings.HasPrefix(l, "0x"): // the schema tracker's text of b'101'
+		n, err := strconv.ParseUint(l[2:], 16, 64)
 		return n, err == nil
 	}
 	n, err := strconv.ParseUint(l, 10, 64)

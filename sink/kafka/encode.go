@@ -286,7 +286,7 @@ func (e *encoder) debeziumValue(dst []byte, ch *sluice.RowChange, m *txnMeta, ro
 		snap = "true"
 	}
 	dst = e.appendSource(dst, m, ch.Table.Ref, row, snap)
-	dst = append(dst, `,"op":"`...)
+	dst = append(dst, `,"transaction":null,"op":"`...)
 	dst = append(dst, op)
 	dst = append(dst, `","ts_ms":`...)
 	dst = strconv.AppendInt(dst, now.UnixMilli(), 10)
@@ -294,7 +294,7 @@ func (e *encoder) debeziumValue(dst []byte, ch *sluice.RowChange, m *txnMeta, ro
 	dst = strconv.AppendInt(dst, now.UnixMicro(), 10)
 	dst = append(dst, `,"ts_ns":`...)
 	dst = strconv.AppendInt(dst, now.UnixNano(), 10)
-	dst = append(dst, `,"transaction":null}`...)
+	dst = append(dst, '}')
 	if e.cfg.Schema {
 		dst = append(dst, '}')
 	}

@@ -56,11 +56,14 @@ func (e *encoder) envelopeSchema(tb *sluice.Table) string {
 	value("before")
 	b.WriteByte(',')
 	value("after")
-	b.WriteString(`,` + sourceSchema + `,{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"},` +
-		`{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"},` +
+	// Debezium 2.7's order (SchemaFactory.datatypeEnvelopeSchema): the
+	// transaction block before op and the times, and version 2.
+	b.WriteString(`,` + sourceSchema + `,` +
 		`{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":false,"field":"total_order"},` +
-		`{"type":"int64","optional":false,"field":"data_collection_order"}],"optional":true,"name":"event.block","version":1,"field":"transaction"}]` +
-		`,"optional":false,"name":` + jsonString(p.topic+".Envelope") + `,"version":1}`)
+		`{"type":"int64","optional":false,"field":"data_collection_order"}],"optional":true,"name":"event.block","version":1,"field":"transaction"},` +
+		`{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"},` +
+		`{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"}]` +
+		`,"optional":false,"name":` + jsonString(p.topic+".Envelope") + `,"version":2}`)
 	p.schema = b.String()
 	return p.schema
 }
