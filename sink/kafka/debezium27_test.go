@@ -331,7 +331,8 @@ func TestDDLTopicWithSchema(t *testing.T) {
 	if err := json.Unmarshal(value, &v); err != nil {
 		t.Fatal(err)
 	}
-	if v.Schema.Name != "io.debezium.connector.mysql.SchemaChangeValue" || !strings.HasPrefix(v.Payload.DDL, "CREATE TABLE item") || len(v.Payload.TableChanges) != 1 {
+	if v.Schema.Name != "io.debezium.connector.mysql.SchemaChangeValue" || !strings.HasPrefix(v.Payload.DDL, "CREATE TABLE item") || len(v.Payload.TableChanges) != 1 ||
+		!strings.Contains(string(value), `"db":"shop","sequence":null,"ts_us":1700000000000000,"ts_ns":1700000000000000000,"table":"item",`) {
 		t.Errorf("schema change value: %s", value)
 	}
 	if !bytes.HasPrefix(key, []byte(`{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"databaseName"}],"optional":false,"name":"io.debezium.connector.mysql.SchemaChangeKey","version":1},"payload":{"databaseName":"shop"}}`)) {

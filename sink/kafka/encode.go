@@ -304,7 +304,13 @@ func (e *encoder) debeziumValue(dst []byte, ch *sluice.RowChange, m *txnMeta, ro
 // ddlValue is Debezium's schema change event.
 func (e *encoder) ddlValue(dst []byte, it *sluice.StreamItem, m *txnMeta, db string, now time.Time) []byte {
 	dst = append(dst, `{"source":`...)
-	dst = e.appendSource(dst, m, sluice.TableRef{Schema: db}, 0, "false")
+	// source.table names the statement's tables, comma-separated, as
+	// Debezium's does (null for statements on whole schemas).
+	names := make([]string, 0, len(it.Tables))
+	for _, t := range it.Tables {
+		names = append(names, t.Name)
+	}
+	dst = e.appendSource(dst, m, sluice.TableRef{Schema: db, Name: strings.Join(names, ",")}, 0, "false")
 	dst = append(dst, `,"ts_ms":`...)
 	dst = strconv.AppendInt(dst, now.UnixMilli(), 10)
 	dst = append(dst, `,"databaseName":`...)
