@@ -153,6 +153,10 @@ func (d *Decoder) buildTable(tm *replication.TableMapEvent, src sluice.TableRef,
 			if tracked != nil && strings.EqualFold(tracked.Columns[i].Name, c.Name) {
 				c.Generated = tracked.Columns[i].Generated
 				c.FullType = tracked.Columns[i].FullType
+				// What only the DDL says, for the Kafka sink's field
+				// schemas (a JDBC sink fills rows from before an ADD
+				// COLUMN with the default: issue 30 F5).
+				c.Default, c.AutoIncrement, c.Comment = tracked.Columns[i].Default, tracked.Columns[i].AutoIncrement, tracked.Columns[i].Comment
 			}
 			tb.Columns[i] = c
 		}

@@ -96,6 +96,8 @@ func (h *session) stream(req dumpRequest) error {
 	// A MariaDB replica in GTID mode sets @slave_connect_state (empty
 	// when it has no GTIDs yet) and the file and position mean nothing.
 	var want gtidState
+	var empty map[uint32]bool // GTID mode: the replica's domains the binlog had not seen
+	strict := false           // GTID mode: the replica runs with gtid_strict_mode
 	if st, ok := h.vars["slave_connect_state"]; ok && req.mysqlWant == nil {
 		var err error
 		if want, err = parseState(st); err != nil {
@@ -105,6 +107,11 @@ func (h *session) stream(req dumpRequest) error {
 		if err := h.checkAhead(want); err != nil {
 			return err
 		}
+		if empty, err = h.checkDiverged(want); err != nil {
+			return err
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(h.vars["slave_gtid_strict_mode"]), 10, 64)
+		strict = err == nil && n != 0
 	}
 	if name == "" {
 		name, pos = files[0], 4
@@ -148,7 +155,7 @@ func (h *session) stream(req dumpRequest) error {
 		return errDump("%v", err)
 	}
 	fileCRC := fdeChecksum(fde)
-	d := &dumper{h: h, aware: aware, fakeCRC: fakeCRC, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want, mysqlWant: req.mysqlWant}
+	d := &dumper{h: h, aware: aware, fakeCRC: fakeCRC, fileCRC: fileCRC, file: name, pos: pos, annotate: flags&dumpSendAnnotate != 0, want: want, empty: empty, strict: strict, mysqlWant: req.mysqlWant}
 	var done func()
 	d.stat, done = h.s.newDumpStat(h, replicaID, sluice.Position{File: name, Pos: pos})
 	defer done()
@@ -256,10 +263,12 @@ func (h *session) stream(req dumpRequest) error {
 // dumper sends one dump's events.
 type dumper struct {
 	h        *session
-	want     gtidState    // GTID mode: the replica's position in the domains not yet reached; nil by position
-	state    *binlogState // GTID mode: the binlog's state after the last event read
-	sendFake bool         // GTID mode: a domain was reached; the fake Gtid_list follows its group
-	headSeen bool         // GTID mode: the first file's Gtid_list (Previous_gtids) was checked
+	want     gtidState       // GTID mode: the replica's position in the domains not yet reached; nil by position
+	empty    map[uint32]bool // GTID mode: domains of want the binlog had not seen at connect (checked at their first GTID)
+	strict   bool            // GTID mode: the replica set @slave_gtid_strict_mode
+	state    *binlogState    // GTID mode: the binlog's state after the last event read
+	sendFake bool            // GTID mode: a domain was reached; the fake Gtid_list follows its group
+	headSeen bool            // GTID mode: the first file's Gtid_list (Previous_gtids) was checked
 	// mysqlWant: MySQL GTID mode, the replica's executed set; nil otherwise.
 	mysqlWant *mysql.MysqlGTIDSet
 	skipping  bool // inside a group the replica already has
@@ -409,12 +418,10 @@ func (c bufferedConn) Write(p []byte) (int, error) { return c.w.Write(p) }
 // gtidFilter decides, in GTID mode, whether an event goes to the replica,
 // as sql_repl.cc does: whole groups whose GTID the replica has (sequence
 // number at or below its state for the group's domain, until that domain
-// reaches it) are skipped; the first file's Gtid_list is checked against
-// the replica's state, so that a replica that needs transactions from
-// before the served binlog gets ERR 1236 rather than silently missing
-// them. MariaDB also skips groups of another server id until it meets the
-// replica's exact GTID; the service compares sequence numbers only, so
-// that a replica whose GTID's server id never comes again is not starved.
+// reaches it; reachGTID) are skipped; the first file's Gtid_list is
+// checked against the replica's state, so that a replica that needs
+// transactions from before the served binlog gets ERR 1236 rather than
+// silently missing them.
 func (d *dumper) gtidFilter(ev Event) (bool, error) {
 	switch ev.Type {
 	case replication.MARIADB_GTID_LIST_EVENT:
@@ -447,10 +454,15 @@ func (d *dumper) gtidFilter(ev Event) (bool, error) {
 		}
 		d.state.update(g)
 		if w, has := d.want[g.domain]; has {
-			d.skipping = g.seq <= w.seq
-			if g.seq >= w.seq {
-				// Reached: later groups of this domain all go, and the
-				// fake Gtid_list follows this group.
+			skip, reached, err := d.reachGTID(g, w)
+			if err != nil {
+				d.fail(err)
+				return false, err
+			}
+			d.skipping = skip
+			if reached {
+				// Later groups of this domain all go, and the fake
+				// Gtid_list follows this group.
 				delete(d.want, g.domain)
 				d.sendFake = true
 			}

@@ -91,6 +91,7 @@ type Server struct {
 	met    *serveMetrics
 	closed bool
 	wg     sync.WaitGroup
+	panics []string // recovered session panics (recover.go)
 }
 
 // New checks cfg and builds a server for l. Every connection must
@@ -192,7 +193,7 @@ func (s *Server) kill(id uint32) bool {
 
 func (s *Server) serveConn(c net.Conn) {
 	sess := newSession(s)
-	conn, err := s.srv.NewCustomizedConn(c, s.auth, sess)
+	conn, err := s.handshake(c, sess)
 	if err != nil {
 		s.slog.Info("serve: handshake", "remote", c.RemoteAddr().String(), "err", err)
 		return
@@ -210,7 +211,7 @@ func (s *Server) serveConn(c net.Conn) {
 		s.mu.Unlock()
 	}()
 	for !conn.Closed() {
-		if err := conn.HandleCommand(); err != nil {
+		if err := s.handleCommand(conn); err != nil {
 			return
 		}
 	}

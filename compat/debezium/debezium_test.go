@@ -148,10 +148,14 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, users: [{user: repl, password: "
 
 // workload writes DML over many column types, DDL in between, a
 // multi-statement transaction, and last the end marker.
-func workload(t *testing.T, db *sql.DB) {
+func workload(t *testing.T, db *sql.DB) { workloadWith(t, db, nil) }
+
+// workloadWith is workload with extra statements right after the
+// database's creation.
+func workloadWith(t *testing.T, db *sql.DB, extra []string) {
 	t.Helper()
-	stmts := []string{
-		"CREATE DATABASE dbzt",
+	stmts := append([]string{"CREATE DATABASE dbzt"}, extra...)
+	stmts = append(stmts, []string{
 		`CREATE TABLE dbzt.typed (
 		   id INT PRIMARY KEY,
 		   i8 TINYINT, i64 BIGINT, u32 INT UNSIGNED, u64 BIGINT UNSIGNED,
@@ -176,7 +180,7 @@ func workload(t *testing.T, db *sql.DB) {
 		"INSERT INTO dbzt.typed (id, s) VALUES (4, 'after ddl')",
 		"UPDATE dbzt.typed SET added = 'set' WHERE id = 1",
 		"DELETE FROM dbzt.typed WHERE id = 3",
-	}
+	}...)
 	for _, q := range stmts {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

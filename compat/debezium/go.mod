@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/go-sql-driver/mysql v1.9.3
 	github.com/sluice-db/sluice v0.0.0
+	github.com/twmb/franz-go v1.18.1
 )
 
 require (
@@ -28,7 +29,6 @@ require (
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
-	github.com/twmb/franz-go v1.18.1 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.9.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect

@@ -228,7 +228,7 @@ func checkTableChanges(t *testing.T, recs []*kgo.Record, db string) {
 	}
 	cols = create.Table.Columns
 	if len(cols) != 2 || cols[0].JdbcType != -5 || !cols[0].AutoIncremented || cols[1].TypeName != "SET" ||
-		strings.Join(cols[1].EnumValues, ",") != "A,b" || cols[1].Optional {
+		strings.Join(cols[1].EnumValues, ",") != "'A','b'" || cols[1].Optional {
 		t.Fatalf("CREATE t2: tableChange %+v", create)
 	}
 }

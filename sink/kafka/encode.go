@@ -238,7 +238,12 @@ func (e *encoder) appendSource(dst []byte, m *txnMeta, ref sluice.TableRef, row 
 	dst = append(dst, snapshot...)
 	dst = append(dst, `","db":`...)
 	dst = appendJSONString(dst, ref.Schema)
-	dst = append(dst, `,"sequence":null,"table":`...)
+	// ts_us and ts_ns (Debezium 2.6+): the same source time, in µs and ns.
+	dst = append(dst, `,"sequence":null,"ts_us":`...)
+	dst = strconv.AppendInt(dst, int64(m.ts)*1000000, 10)
+	dst = append(dst, `,"ts_ns":`...)
+	dst = strconv.AppendInt(dst, int64(m.ts)*1000000000, 10)
+	dst = append(dst, `,"table":`...)
 	if ref.Name == "" {
 		dst = append(dst, "null"...)
 	} else {
@@ -281,11 +286,15 @@ func (e *encoder) debeziumValue(dst []byte, ch *sluice.RowChange, m *txnMeta, ro
 		snap = "true"
 	}
 	dst = e.appendSource(dst, m, ch.Table.Ref, row, snap)
-	dst = append(dst, `,"op":"`...)
+	dst = append(dst, `,"transaction":null,"op":"`...)
 	dst = append(dst, op)
 	dst = append(dst, `","ts_ms":`...)
 	dst = strconv.AppendInt(dst, now.UnixMilli(), 10)
-	dst = append(dst, `,"transaction":null}`...)
+	dst = append(dst, `,"ts_us":`...)
+	dst = strconv.AppendInt(dst, now.UnixMicro(), 10)
+	dst = append(dst, `,"ts_ns":`...)
+	dst = strconv.AppendInt(dst, now.UnixNano(), 10)
+	dst = append(dst, '}')
 	if e.cfg.Schema {
 		dst = append(dst, '}')
 	}
@@ -295,7 +304,13 @@ func (e *encoder) debeziumValue(dst []byte, ch *sluice.RowChange, m *txnMeta, ro
 // ddlValue is Debezium's schema change event.
 func (e *encoder) ddlValue(dst []byte, it *sluice.StreamItem, m *txnMeta, db string, now time.Time) []byte {
 	dst = append(dst, `{"source":`...)
-	dst = e.appendSource(dst, m, sluice.TableRef{Schema: db}, 0, "false")
+	// source.table names the statement's tables, comma-separated, as
+	// Debezium's does (null for statements on whole schemas).
+	names := make([]string, 0, len(it.Tables))
+	for _, t := range it.Tables {
+		names = append(names, t.Name)
+	}
+	dst = e.appendSource(dst, m, sluice.TableRef{Schema: db, Name: strings.Join(names, ",")}, 0, "false")
 	dst = append(dst, `,"ts_ms":`...)
 	dst = strconv.AppendInt(dst, now.UnixMilli(), 10)
 	dst = append(dst, `,"databaseName":`...)

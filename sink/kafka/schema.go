@@ -56,10 +56,14 @@ func (e *encoder) envelopeSchema(tb *sluice.Table) string {
 	value("before")
 	b.WriteByte(',')
 	value("after")
-	b.WriteString(`,` + sourceSchema + `,{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"},` +
+	// Debezium 2.7's order (SchemaFactory.datatypeEnvelopeSchema): the
+	// transaction block before op and the times, and version 2.
+	b.WriteString(`,` + sourceSchema + `,` +
 		`{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":false,"field":"total_order"},` +
-		`{"type":"int64","optional":false,"field":"data_collection_order"}],"optional":true,"name":"event.block","version":1,"field":"transaction"}]` +
-		`,"optional":false,"name":` + jsonString(p.topic+".Envelope") + `,"version":1}`)
+		`{"type":"int64","optional":false,"field":"data_collection_order"}],"optional":true,"name":"event.block","version":1,"field":"transaction"},` +
+		`{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"},` +
+		`{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"}]` +
+		`,"optional":false,"name":` + jsonString(p.topic+".Envelope") + `,"version":2}`)
 	p.schema = b.String()
 	return p.schema
 }
@@ -67,7 +71,8 @@ func (e *encoder) envelopeSchema(tb *sluice.Table) string {
 const sourceSchema = `{"type":"struct","fields":[{"type":"string","optional":false,"field":"version"},{"type":"string","optional":false,"field":"connector"},` +
 	`{"type":"string","optional":false,"field":"name"},{"type":"int64","optional":false,"field":"ts_ms"},` +
 	`{"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"true,last,false,incremental"},"default":"false","field":"snapshot"},` +
-	`{"type":"string","optional":false,"field":"db"},{"type":"string","optional":true,"field":"sequence"},{"type":"string","optional":true,"field":"table"},` +
+	`{"type":"string","optional":false,"field":"db"},{"type":"string","optional":true,"field":"sequence"},` +
+	`{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"},{"type":"string","optional":true,"field":"table"},` +
 	`{"type":"int64","optional":false,"field":"server_id"},{"type":"string","optional":true,"field":"gtid"},{"type":"string","optional":false,"field":"file"},` +
 	`{"type":"int64","optional":false,"field":"pos"},{"type":"int32","optional":false,"field":"row"},{"type":"int64","optional":true,"field":"thread"},` +
 	`{"type":"string","optional":true,"field":"query"}],"optional":false,"name":"io.debezium.connector.mysql.Source","field":"source"}`
@@ -129,6 +134,9 @@ func columnSchema(c sluice.Column, cp *colPlan, optional bool) string {
 	}
 	if params != "" {
 		s += "," + params
+	}
+	if d, ok := defaultJSON(c, cp); ok {
+		s += `,"default":` + d // after parameters, as JsonConverter writes it
 	}
 	return s + `,"field":` + cp.name + `}`
 }

@@ -530,9 +530,7 @@ func (s *Sink) produceDDL(ctx context.Context, it *sluice.StreamItem) error {
 	if db == "" && len(it.Tables) > 0 {
 		db = it.Tables[0].Schema
 	}
-	key := appendJSONString([]byte(`{"databaseName":`), db)
-	key = append(key, '}')
-	value := s.enc.ddlValue(nil, it, &s.meta, db, time.Now())
+	key, value := s.enc.ddlRecord(it, &s.meta, db, time.Now())
 	s.batch.Events++
 	s.produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value})
 	return nil

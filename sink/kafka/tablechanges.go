@@ -191,7 +191,9 @@ func appendColumn(dst []byte, c sluice.Column, position int, pk bool) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, v)
+			// Quoted, as the statement writes them (Debezium keeps
+			// the literal's text).
+			dst = appendJSONString(dst, "'"+strings.ReplaceAll(v, "'", "''")+"'")
 		}
 		dst = append(dst, ']')
 	} else {
@@ -217,7 +219,18 @@ func columnType(c sluice.Column) (name string, length, scale int) {
 	}
 	length, scale = -1, -1
 	if enumOrSet(c.DataType) {
-		return name, 1, -1
+		// As Debezium's DDL parser: an ENUM's longest member, a SET's
+		// members joined by commas.
+		vals := columnEnumValues(c)
+		n, most := 0, 1
+		for _, v := range vals {
+			n += len(v)
+			most = max(most, len(v))
+		}
+		if c.DataType == "set" {
+			return name, max(0, n+len(vals)-1), -1
+		}
+		return name, most, -1
 	}
 	ft := c.FullType
 	i := strings.IndexByte(ft, '(')
@@ -247,7 +260,8 @@ func isCharType(dataType string) bool {
 	return false
 }
 
-// columnEnumValues are the values of an ENUM or SET, unquoted.
+// columnEnumValues are the values of an ENUM or SET, unquoted (tableChanges
+// writes them quoted).
 func columnEnumValues(c sluice.Column) []string {
 	if !enumOrSet(c.DataType) {
 		return nil

@@ -77,7 +77,7 @@ func TestDDLTableChanges(t *testing.T) {
 			"defaultValueExpression": "it's", "comment": "label", "autoIncremented": false, "generated": false},
 		{"name": "price", "jdbcType": 3.0, "typeName": "DECIMAL", "length": 10.0, "scale": 2.0, "position": 3.0, "optional": true, "defaultValueExpression": nil},
 		{"name": "size", "jdbcType": 1.0, "typeName": "ENUM", "length": 1.0, "position": 4.0, "optional": false, "defaultValueExpression": "M",
-			"enumValues": []any{"S", "M", "L"}},
+			"enumValues": []any{"'S'", "'M'", "'L'"}},
 		{"name": "made", "jdbcType": 93.0, "typeName": "DATETIME", "length": 3.0, "position": 5.0, "optional": true},
 		{"name": "ts", "jdbcType": 2014.0, "typeName": "TIMESTAMP", "length": nil, "position": 6.0, "optional": true},
 		{"name": "doc", "jdbcType": 1111.0, "position": 7.0},
