@@ -113,7 +113,7 @@ func TestFixedSeeds(t *testing.T) {
 // a resumed copy held a parent and its child from two snapshots; the copy
 // now loads FK-linked tables from one snapshot, load/fkgroups.go), CHECK
 // rows written with check_constraint_checks=0 (the full copy refused them
-// with 4025; its sessions now skip CHECK constraints as the applier's do),
+// with 4025; its sessions now skip CHECK constraints as the applier's do).
 // Still off: sequences and system-versioned tables as data (sluice
 // refuses them by design; their stop classes run), and savepoints: their
 // Aria table's full copy is exact now (read under a table lock, idempotent
