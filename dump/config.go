@@ -43,6 +43,11 @@ type Config struct {
 	// LockWait bounds the wait for FLUSH TABLES WITH READ LOCK, which
 	// queues behind long-running statements.
 	LockWait time.Duration
+	// RefusePreparedXA: replication follows the copy from the snapshot's
+	// position, so the snapshot is refused while the source holds a
+	// prepared XA transaction (ErrPreparedXA). A copy alone is consistent
+	// without it.
+	RefusePreparedXA bool
 }
 
 // DefaultConfig returns the defaults.
