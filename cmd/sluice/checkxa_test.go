@@ -52,6 +52,7 @@ func TestCheckPreparedXA(t *testing.T) {
 	if !errors.Is(err, dump.ErrPreparedXA) || !strings.Contains(err.Error(), "'app1'") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("migrate --mode all with a prepared XA transaction: %v", err)
 	}
+	t.Logf("refusal: %v", err)
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'xdst'").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("the refused run made %d target tables (%v)", n, err)
