@@ -37,7 +37,7 @@ type workload struct {
 	// xaOK is set by the runner once the copy has its snapshot: the XA
 	// class waits for it (classes_xa.go).
 	xaOK atomic.Bool
-	kid   atomic.Int64 // ids for the class tables
+	kid  atomic.Int64 // ids for the class tables
 
 	stmts, failed, ddls, ddlFailed atomic.Int64
 }
