@@ -297,6 +297,7 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 	q := strings.TrimSpace(string(e.Query))
 	d.micros, _ = queryMicros(e.StatusVars)
 	d.session = querySession(e.StatusVars)
+	d.session.SetStatement = setStatementVars(q) // setstatement.go
 	cls, name := classify(q)
 	if cls == classXA {
 		// Before the Handle check: xa.go answers sluice skip and replace
