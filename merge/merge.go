@@ -54,6 +54,8 @@ type Merger struct {
 	total  counters      // the merged stream (metrics.go)
 	delay  prometheus.Histogram
 
+	xa xaTracker // XIDs prepared in the merged binlog (xa.go)
+
 	fmtMu sync.Mutex
 	first *format // the first source format seen: the others must agree
 
@@ -102,6 +104,8 @@ type txn struct {
 	seq     uint64
 	end     sluice.Position
 	arrival uint64
+	xa      xaMark // from its GTID event (xa.go)
+	sid     uint32 // its GTID event's server id
 }
 
 // New builds a merger of srcs into out. Run recovers the output's state
@@ -181,6 +185,12 @@ func (m *Merger) Run(ctx context.Context) error {
 		for {
 			f := m.pick()
 			if f == nil {
+				if err := m.xaDeadlock(); err != nil {
+					if ferr := m.flush(true); ferr != nil {
+						return errors.Join(err, ferr)
+					}
+					return err
+				}
 				break
 			}
 			if err := m.emit(f); err != nil {
@@ -265,7 +275,7 @@ func (m *Merger) read(ctx context.Context, f *feed, in Input, notify chan<- stru
 				return &sluice.Error{Op: "global binlog", Err: fmt.Errorf("source %s writes GTIDs of domains %d and %d (at %s)", f.src.Name, f.native, dom, ev.Pos),
 					Hint: "each source of a global binlog must write one GTID domain (sequence numbers of two domains are not one sequence); merge such a source's own primaries instead"}
 			}
-			cur = &txn{f: fm, seq: seq}
+			cur = &txn{f: fm, seq: seq, xa: xaOf(body(ev.Data, fm.crc)), sid: h.ServerID}
 		}
 		if err := m.add(f, cur, ev.Data); err != nil {
 			return err
@@ -290,6 +300,7 @@ func (m *Merger) read(ctx context.Context, f *feed, in Input, notify chan<- stru
 			}
 		} else {
 			cur.spill.remove()
+			m.xa.record(f.src.Name, m.mergedGTID(f, cur), cur.xa) // merged before a restart
 		}
 		p := ev.Pos
 		f.pos.Store(&p)
@@ -339,12 +350,15 @@ func (m *Merger) pick() *feed {
 				}
 			}
 		}
+		if f.head != nil && m.xaHeld(f) != "" {
+			continue // xa.go: its XID is prepared by another source
+		}
 		if f.head != nil && (best == nil || f.head.ts < best.head.ts || f.head.ts == best.head.ts && f.head.arrival < best.head.arrival) {
 			best = f
 		}
 	}
 	if best == nil {
-		m.setWaiting("")
+		m.setWaiting(m.xaWaiting())
 		return nil
 	}
 	for _, f := range m.feeds {
@@ -368,6 +382,9 @@ func (m *Merger) setWaiting(name string) {
 // emit writes f's head transaction, re-encoded for the merged file.
 func (m *Merger) emit(f *feed) error {
 	t := f.head
+	if err := m.xa.check(f.src.Name, m.mergedGTID(f, t), t.xa); err != nil {
+		return err
+	}
 	if m.file == "" || m.size >= m.cfg.MaxFileSize {
 		if err := m.rotate(t.ts, t.f); err != nil {
 			return err
@@ -436,6 +453,7 @@ func (m *Merger) emit(f *feed) error {
 	if err != nil {
 		return err
 	}
+	m.xa.record(f.src.Name, m.mergedGTID(f, t), t.xa)
 	f.drop(t)
 	f.done, f.head = t.end, nil
 	m.dirty, m.ckDirty = true, true
