@@ -176,6 +176,7 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 		add(tableKeys(ctx, src, cfg))
 		if replicating {
 			res = append(res, binlogChecks(ctx, src, cfg)...)
+			add(compressedColumns(ctx, src, cfg)) // checkcompressed.go
 		}
 		if mode == "all" {
 			add(preparedXA(ctx, src, cfg)) // checkxa.go
