@@ -63,6 +63,7 @@ type Merger struct {
 	st      state                      // GTID state of what is written
 	ckpt    map[string]sluice.Position // the last checkpoint written
 	waiting string                     // the source the merge waits for, "" when none
+	waitXID string                     // the XA transaction of waiting that another source's waits for (xa.go)
 	since   time.Time
 }
 
@@ -358,7 +359,11 @@ func (m *Merger) pick() *feed {
 		}
 	}
 	if best == nil {
-		m.setWaiting(m.xaWaiting())
+		name, xid := m.xaWaiting()
+		m.setWaiting(name)
+		m.mu.Lock()
+		m.waitXID = xid
+		m.mu.Unlock()
 		return nil
 	}
 	for _, f := range m.feeds {
@@ -377,6 +382,7 @@ func (m *Merger) setWaiting(name string) {
 	if m.waiting != name {
 		m.waiting, m.since = name, time.Now()
 	}
+	m.waitXID = ""
 }
 
 // emit writes f's head transaction, re-encoded for the merged file.
@@ -553,6 +559,9 @@ type Status struct {
 	Waiting string `json:"waiting,omitempty"`
 	// WaitingSince is when the merge began waiting for it.
 	WaitingSince time.Time `json:"waiting_since,omitempty"`
+	// WaitingXID, when set, is why: another source's next transaction
+	// uses this XID, which Waiting holds prepared in the merged binlog.
+	WaitingXID string `json:"waiting_xid,omitempty"`
 	// Spilled counts the transactions this process wrote to disk while
 	// they waited (larger than SpillAbove, or beyond it with the others
 	// waiting from their source).
@@ -564,7 +573,7 @@ type Status struct {
 // Status returns the merge's progress.
 func (m *Merger) Status() Status {
 	m.mu.Lock()
-	s := Status{GTID: m.st.String(), Waiting: m.waiting, Spilled: m.spills.Load()}
+	s := Status{GTID: m.st.String(), Waiting: m.waiting, WaitingXID: m.waitXID, Spilled: m.spills.Load()}
 	if m.waiting != "" {
 		s.WaitingSince = m.since
 	}

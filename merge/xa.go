@@ -174,14 +174,15 @@ func (m *Merger) xaHeld(f *feed) string {
 }
 
 // xaWaiting names the source whose completion a held transaction waits
-// for, "" when none waits (for Status: the merge waits for that source).
-func (m *Merger) xaWaiting() string {
+// for and its XID, "" when none waits (for Status: the merge waits for
+// that source).
+func (m *Merger) xaWaiting() (string, string) {
 	for _, f := range m.feeds {
 		if o := m.xaHeld(f); o != "" {
-			return o
+			return o, f.head.xa.xid
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // xaDeadlock returns ErrXIDCollision when held transactions wait for each

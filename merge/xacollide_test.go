@@ -121,7 +121,9 @@ func TestGlobalBinlogXIDCollision(t *testing.T) {
 	sandboxtest.MustExec(t, dbs[0], "INSERT INTO x1.t VALUES (1001)")
 	sandboxtest.MustExec(t, dbs[1], "INSERT INTO x2.t VALUES (1001)")
 	waitFor(t, out, "shard1's prepare and insert merged", func() bool { return pos()[1] >= 7 })
-	waitFor(t, out, "the merge waiting for shard1", func() bool { return strings.Contains(out.String(), "waiting for source shard1") })
+	waitFor(t, out, "the merge waiting for shard1", func() bool {
+		return strings.Contains(out.String(), "waiting for source shard1 to complete XA transaction X'616761696e',X'',1")
+	})
 	if n := pos()[2]; n != 5 {
 		t.Fatalf("shard2's prepare of an XID that shard1 holds prepared was merged (domain 2 at %d)", n)
 	}
