@@ -180,4 +180,8 @@ type DDLSession struct {
 	// AutoIncIncrement and AutoIncOffset are auto_increment_increment and
 	// auto_increment_offset (0: not sent).
 	AutoIncIncrement, AutoIncOffset uint16
+	// SetStatement holds the assignments of a SET STATEMENT var=value[,
+	// ...] FOR <DDL> as the source wrote them (without SET STATEMENT and
+	// FOR): the DDL runs on the target under them, as on a native replica.
+	SetStatement string
 }

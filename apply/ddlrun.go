@@ -225,7 +225,7 @@ func (a *Applier) runStmt(ctx context.Context, it sluice.StreamItem, i int, q st
 	if isRenameTable(q) {
 		err = a.runRename(ctx, a.serial, q, it.End, i)
 	} else {
-		_, err = a.serial.ExecContext(ctx, q)
+		_, err = a.serial.ExecContext(ctx, withSetStatement(it.Session.SetStatement, q))
 	}
 	// A session left in the DDL's context must not apply rows: restoring
 	// fails only with the connection, and then nothing more runs on it.
@@ -307,4 +307,14 @@ func ddlSessionSQL(it sluice.StreamItem) string {
 	b = append(b, ", timestamp="...)
 	b = append(b, ddlTimestamp(it)...)
 	return string(b)
+}
+
+// withSetStatement runs q under the source's SET STATEMENT assignments,
+// when its DDL had them: the variables hold for this statement only, as
+// on the source and on a native replica (which runs the whole text).
+func withSetStatement(vars, q string) string {
+	if vars == "" {
+		return q
+	}
+	return "SET STATEMENT " + vars + " FOR " + q
 }

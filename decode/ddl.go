@@ -48,6 +48,9 @@ func (d *Decoder) ddl(defaultSchema, q string, pos sluice.Position, ts uint32, g
 	d.ddlSame = false
 	d.tracker.SetSQLMode(d.session.SQLMode&modeANSIQuotes != 0, d.session.SQLMode&modeNoBackslashEscapes != 0)
 	defer d.tracker.SetSQLMode(false, false)
+	if err := d.compressedDDL(defaultSchema, q, pos); err != nil { // compressed.go
+		return err
+	}
 	stmts, err := d.tracker.Parse(q)
 	if err != nil {
 		if defaultSchema != "" && !d.schemaSelected(defaultSchema) && !mentionsSelected(q, d) {

@@ -250,10 +250,19 @@ func (d *Decoder) Feed(ev *replication.BinlogEvent, pos sluice.Position) ([]slui
 		d.commit(pos, ts)
 	case *replication.TableMapEvent:
 		// Kept by the parser and reached through each RowsEvent.Table.
+		if err := d.compressedTableMap(ev, e, pos); err != nil { // compressed.go
+			return nil, err
+		}
 	case *replication.RowsEvent:
 		if ev.Header.EventType == replication.PARTIAL_UPDATE_ROWS_EVENT {
 			return nil, d.refuseEvent(ev, pos, "a partial JSON update (binlog_row_value_options=PARTIAL_JSON)",
 				"set binlog_row_value_options='' on the source (globally, and in every session that sets it), then copy the changed tables again from a snapshot taken after this position")
+		}
+		if e.Table != nil {
+			// Its rows were not decoded (parse.go): never apply it.
+			if err := d.compressedTableMap(ev, e.Table, pos); err != nil {
+				return nil, err
+			}
 		}
 		if !d.inTxn {
 			d.begin(ts)
@@ -297,6 +306,7 @@ func (d *Decoder) query(e *replication.QueryEvent, pos sluice.Position, ts uint3
 	q := strings.TrimSpace(string(e.Query))
 	d.micros, _ = queryMicros(e.StatusVars)
 	d.session = querySession(e.StatusVars)
+	d.session.SetStatement = setStatementVars(q) // setstatement.go
 	cls, name := classify(q)
 	if cls == classXA {
 		// Before the Handle check: xa.go answers sluice skip and replace

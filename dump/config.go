@@ -46,6 +46,11 @@ type Config struct {
 	// Logf, if set, receives notes worth a line in the task's output (how
 	// long the non-transactional tables were locked).
 	Logf func(format string, args ...any)
+	// RefusePreparedXA: replication follows the copy from the snapshot's
+	// position, so the snapshot is refused while the source holds a
+	// prepared XA transaction (ErrPreparedXA). A copy alone is consistent
+	// without it.
+	RefusePreparedXA bool
 }
 
 // DefaultConfig returns the defaults.

@@ -149,7 +149,14 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 			}
 			return d.hold.lock(ctx, d.db, held, cfg.LockWait)
 		}
+		var xaRefused error
+		if cfg.RefusePreparedXA {
+			unchanged = refusePreparedXA(ctx, cfg, unchanged, &xaRefused) // xa.go
+		}
 		d.pos, err = takeSnapshot(ctx, d.db, d.conns, cfg, unchanged, pin, underLock)
+		if xaRefused != nil {
+			return nil, xaRefused
+		}
 		if errors.Is(err, errSchemaChanged) && attempt < schemaAttempts {
 			continue // a DDL ran since the tables were read: read them again
 		}

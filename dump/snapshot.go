@@ -170,7 +170,7 @@ func globalReadLock(ctx context.Context, ctl *sql.Conn, cfg Config) error {
 			return err
 		}
 		if time.Now().Add(pause).After(deadline) {
-			return &lockTimeout{err: me, blocker: longestStatement(ctx, ctl)}
+			return &lockTimeout{err: me, blocker: longestStatement(ctx, ctl) + xaLockHint(ctx, ctl)}
 		}
 		select {
 		case <-ctx.Done():

@@ -54,6 +54,8 @@ type Merger struct {
 	total  counters      // the merged stream (metrics.go)
 	delay  prometheus.Histogram
 
+	xa xaTracker // XIDs prepared in the merged binlog (xa.go)
+
 	fmtMu sync.Mutex
 	first *format // the first source format seen: the others must agree
 
@@ -61,6 +63,7 @@ type Merger struct {
 	st      state                      // GTID state of what is written
 	ckpt    map[string]sluice.Position // the last checkpoint written
 	waiting string                     // the source the merge waits for, "" when none
+	waitXID string                     // the XA transaction of waiting that another source's waits for (xa.go)
 	since   time.Time
 }
 
@@ -102,6 +105,8 @@ type txn struct {
 	seq     uint64
 	end     sluice.Position
 	arrival uint64
+	xa      xaMark // from its GTID event (xa.go)
+	sid     uint32 // its GTID event's server id
 }
 
 // New builds a merger of srcs into out. Run recovers the output's state
@@ -181,6 +186,12 @@ func (m *Merger) Run(ctx context.Context) error {
 		for {
 			f := m.pick()
 			if f == nil {
+				if err := m.xaDeadlock(); err != nil {
+					if ferr := m.flush(true); ferr != nil {
+						return errors.Join(err, ferr)
+					}
+					return err
+				}
 				break
 			}
 			if err := m.emit(f); err != nil {
@@ -265,7 +276,7 @@ func (m *Merger) read(ctx context.Context, f *feed, in Input, notify chan<- stru
 				return &sluice.Error{Op: "global binlog", Err: fmt.Errorf("source %s writes GTIDs of domains %d and %d (at %s)", f.src.Name, f.native, dom, ev.Pos),
 					Hint: "each source of a global binlog must write one GTID domain (sequence numbers of two domains are not one sequence); merge such a source's own primaries instead"}
 			}
-			cur = &txn{f: fm, seq: seq}
+			cur = &txn{f: fm, seq: seq, xa: xaOf(body(ev.Data, fm.crc)), sid: h.ServerID}
 		}
 		if err := m.add(f, cur, ev.Data); err != nil {
 			return err
@@ -290,6 +301,7 @@ func (m *Merger) read(ctx context.Context, f *feed, in Input, notify chan<- stru
 			}
 		} else {
 			cur.spill.remove()
+			m.xa.record(f.src.Name, m.mergedGTID(f, cur), cur.xa) // merged before a restart
 		}
 		p := ev.Pos
 		f.pos.Store(&p)
@@ -339,12 +351,19 @@ func (m *Merger) pick() *feed {
 				}
 			}
 		}
+		if f.head != nil && m.xaHeld(f) != "" {
+			continue // xa.go: its XID is prepared by another source
+		}
 		if f.head != nil && (best == nil || f.head.ts < best.head.ts || f.head.ts == best.head.ts && f.head.arrival < best.head.arrival) {
 			best = f
 		}
 	}
 	if best == nil {
-		m.setWaiting("")
+		name, xid := m.xaWaiting()
+		m.setWaiting(name)
+		m.mu.Lock()
+		m.waitXID = xid
+		m.mu.Unlock()
 		return nil
 	}
 	for _, f := range m.feeds {
@@ -363,11 +382,15 @@ func (m *Merger) setWaiting(name string) {
 	if m.waiting != name {
 		m.waiting, m.since = name, time.Now()
 	}
+	m.waitXID = ""
 }
 
 // emit writes f's head transaction, re-encoded for the merged file.
 func (m *Merger) emit(f *feed) error {
 	t := f.head
+	if err := m.xa.check(f.src.Name, m.mergedGTID(f, t), t.xa); err != nil {
+		return err
+	}
 	if m.file == "" || m.size >= m.cfg.MaxFileSize {
 		if err := m.rotate(t.ts, t.f); err != nil {
 			return err
@@ -436,6 +459,7 @@ func (m *Merger) emit(f *feed) error {
 	if err != nil {
 		return err
 	}
+	m.xa.record(f.src.Name, m.mergedGTID(f, t), t.xa)
 	f.drop(t)
 	f.done, f.head = t.end, nil
 	m.dirty, m.ckDirty = true, true
@@ -535,6 +559,9 @@ type Status struct {
 	Waiting string `json:"waiting,omitempty"`
 	// WaitingSince is when the merge began waiting for it.
 	WaitingSince time.Time `json:"waiting_since,omitempty"`
+	// WaitingXID, when set, is why: another source's next transaction
+	// uses this XID, which Waiting holds prepared in the merged binlog.
+	WaitingXID string `json:"waiting_xid,omitempty"`
 	// Spilled counts the transactions this process wrote to disk while
 	// they waited (larger than SpillAbove, or beyond it with the others
 	// waiting from their source).
@@ -546,7 +573,7 @@ type Status struct {
 // Status returns the merge's progress.
 func (m *Merger) Status() Status {
 	m.mu.Lock()
-	s := Status{GTID: m.st.String(), Waiting: m.waiting, Spilled: m.spills.Load()}
+	s := Status{GTID: m.st.String(), Waiting: m.waiting, WaitingXID: m.waitXID, Spilled: m.spills.Load()}
 	if m.waiting != "" {
 		s.WaitingSince = m.since
 	}

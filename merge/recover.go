@@ -40,6 +40,8 @@ const CheckpointName = "merge.state"
 type checkpoint struct {
 	Sources map[string]sluice.Position `json:"sources"`
 	GTID    string                     `json:"gtid"`
+	// XA: the XIDs prepared in the merged binlog and not completed (xa.go).
+	XA map[string]xaOwner `json:"xa,omitempty"`
 }
 
 // recover reads the output's state and returns where to read each
@@ -59,6 +61,7 @@ func (m *Merger) recover() ([]sluice.Position, error) {
 			for _, f := range m.feeds {
 				starts[f.i] = ck.Sources[f.src.Name]
 			}
+			m.xa.restore(ck.XA)
 		}
 	}
 	if err != nil {
@@ -263,7 +266,7 @@ func readCheckpoint(dir string) (checkpoint, error) {
 }
 
 func (m *Merger) writeCheckpoint() error {
-	ck := checkpoint{Sources: map[string]sluice.Position{}, GTID: m.GTID()}
+	ck := checkpoint{Sources: map[string]sluice.Position{}, GTID: m.GTID(), XA: m.xa.snapshot()}
 	for _, f := range m.feeds {
 		if f.done.File != "" {
 			// With its GTID set, the relay reader starts without reading

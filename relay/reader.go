@@ -412,8 +412,9 @@ func (r *Reader) logPosFits(off int64) bool {
 }
 
 // startsGroup reports whether the event at off (whole, eventAt) may begin
-// a transaction or stand between two: not a row, table map or XID event,
-// which only occur inside one.
+// a transaction or stand between two: not a row, table map, XID or XA
+// PREPARE event (the last event of a prepared XA group, as XID ends a
+// committed one), which only occur inside one.
 func (r *Reader) startsGroup(off int64) bool {
 	if off == r.limit {
 		return true
@@ -427,7 +428,9 @@ func (r *Reader) startsGroup(off int64) bool {
 		byte(replication.WRITE_ROWS_EVENTv0), byte(replication.UPDATE_ROWS_EVENTv0), byte(replication.DELETE_ROWS_EVENTv0),
 		byte(replication.WRITE_ROWS_EVENTv1), byte(replication.UPDATE_ROWS_EVENTv1), byte(replication.DELETE_ROWS_EVENTv1),
 		byte(replication.WRITE_ROWS_EVENTv2), byte(replication.UPDATE_ROWS_EVENTv2), byte(replication.DELETE_ROWS_EVENTv2),
-		byte(replication.PARTIAL_UPDATE_ROWS_EVENT), byte(replication.ROWS_QUERY_EVENT):
+		byte(replication.PARTIAL_UPDATE_ROWS_EVENT), byte(replication.ROWS_QUERY_EVENT), byte(replication.XA_PREPARE_LOG_EVENT),
+		byte(replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1), byte(replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1),
+		byte(replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1):
 		return false
 	}
 	return true

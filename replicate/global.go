@@ -423,7 +423,11 @@ func globalStatusLoop(ctx context.Context, dir, metAddr string, sv func() *Serve
 				if !at.IsZero() {
 					heard = fmt.Sprintf("last heard from it at %s, at %s", at.UTC().Format(time.RFC3339), pos)
 				}
-				logf("global binlog: waiting for source %s (%s; is it down?): the other sources' newer transactions wait until it is heard from again, so that the order by commit time holds", g.cfg.Name, heard)
+				if ms.WaitingXID != "" {
+					logf("global binlog: waiting for source %s to complete XA transaction %s: another source's next transaction uses the same XID, and a replica holds one prepared transaction per XID (docs/manual/global-binlog.md)", g.cfg.Name, ms.WaitingXID)
+				} else {
+					logf("global binlog: waiting for source %s (%s; is it down?): the other sources' newer transactions wait until it is heard from again, so that the order by commit time holds", g.cfg.Name, heard)
+				}
 				logged = g.cfg.Name
 			}
 		}

@@ -283,6 +283,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	dc := f.dumpConfig(cfg)
 	dc.Logf = func(format string, args ...any) { logf(out, format, args...) }
 	dc.PlanFor, dc.Done, dc.WholeTable, dc.WholeWave = l.Plan, l.Done, l.WholeTable, cfg.PoolSize
+	dc.RefusePreparedXA = replicating
 	restricted := false
 	if replicating && l.Resumed() {
 		if done, err := l.CopiedBefore(ctx); err != nil {

@@ -222,7 +222,7 @@ func (w *workload) classRound(ctx context.Context, round int) {
 	r := rand.New(rand.NewSource(w.seed*7_000_003 + int64(round)*31 + 0xc1a))
 	var live []classID
 	for id := classID(0); id < nClasses; id++ {
-		if !w.cls.on[id] || classTables(id) == nil {
+		if !w.cls.on[id] || classTables(id) == nil || (id == clsXA && !w.xaOK.Load()) {
 			continue
 		}
 		if !w.cls.created[id] {

@@ -248,6 +248,9 @@ func (s *seedRun) run(ctx context.Context) error {
 				_, ddlOK, _ = appliedPos(wctx, s.e.DstDB, s.task)
 			}
 			s.w.ddlOK.Store(ddlOK && !s.cfg.Features.NoDDL)
+			if !s.w.xaOK.Load() && s.snapshotTaken() {
+				s.w.xaOK.Store(true)
+			}
 			s.w.round(wctx, round)
 			s.res.Rounds = round + 1
 			if s.stopDue(started) {
@@ -312,6 +315,11 @@ func (s *seedRun) sluiceStopped() bool {
 			return true
 		}
 		s.res.fail("sluice stopped (%v), but not with the refusal expected for class %s (/%s/): %s", s.sl.exitErr(), s.expect.name, s.expect.pattern, tail)
+		return true
+	}
+	if s.xaRefused() {
+		s.res.Refusal = "xa-between-snapshots"
+		s.out("sluice stopped as documented for an XA transaction across the resumed copy's snapshots: %s", tail)
 		return true
 	}
 	if strings.Contains(tail, "unsupported DDL") {

@@ -34,7 +34,10 @@ type workload struct {
 	// ddlOK is set by the runner before each round: DDL may run now (the
 	// copy is done, or no kill will interrupt it).
 	ddlOK atomic.Bool
-	kid   atomic.Int64 // ids for the class tables
+	// xaOK is set by the runner once the copy has its snapshot: the XA
+	// class waits for it (classes_xa.go).
+	xaOK atomic.Bool
+	kid  atomic.Int64 // ids for the class tables
 
 	stmts, failed, ddls, ddlFailed atomic.Int64
 }
