@@ -47,6 +47,10 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	policy, err := wire.ParseHostPolicy(cfg.BranchHosts)
+	if err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -58,7 +62,7 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 		cfg:      cfg,
 		store:    store,
 		commit:   newCommitter(store, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommitWait, m),
-		caller:   wire.New(),
+		caller:   wire.New(policy),
 		metrics:  m,
 		log:      log,
 		instance: cfg.Instance + "-" + hex.EncodeToString(rnd[:]),

@@ -71,6 +71,7 @@ several serve processes may share it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sec.grpcListen = grpcListen
+			sec.probeAsked = cmd.Flags().Changed("check-branch-urls") && cfg.CheckBranchURLs
 			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean, sec)
 		},
 	}
@@ -98,7 +99,8 @@ several serve processes may share it).`,
 	f.BoolVar(&lean, "lean-http", lean, "answer dtm client's plain keep-alive requests without net/http's per-request machinery (false: net/http serves all)")
 	f.StringVar(&cfg.AlertWebhook, "alert-webhook", "", "POST dtm's alert JSON (gid, status, branch, error, retry_count) here whenever a branch has failed --alert-retry-limit times in a row or more")
 	f.IntVar(&cfg.AlertRetryLimit, "alert-retry-limit", cfg.AlertRetryLimit, "consecutive failures of a branch before --alert-webhook is called")
-	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections")
+	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections; only with --token-file (or SLUICE_DTX_TOKEN), since the answer tells the caller which host:ports are open")
+	f.StringSliceVar(&cfg.BranchHosts, "branch-hosts", nil, "hosts branch URLs may reach: CIDRs, addresses, host names, *.domain patterns, * (comma-separated or repeated); default: any host but link-local addresses (169.254.0.0/16, fe80::/10) and cloud metadata services, which are denied unless listed by name or a CIDR inside them")
 	f.StringVar(&sec.tokenFile, "token-file", "", "require 'Authorization: Bearer TOKEN' on every API call, TOKEN being this file's first line (or set SLUICE_DTX_TOKEN); /metrics stays open")
 	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; more wait to be accepted")
 	f.Int64Var(&sec.memLimit, "memory-limit", 256<<20, "soft memory limit in bytes (Go's GOMEMLIMIT, which overrides it); 0: none")
@@ -222,15 +224,18 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	token, err := sec.token()
+	if err != nil {
+		return err
+	}
+	if err := probePolicy(&cfg, token, sec.probeAsked, log); err != nil {
+		return err
+	}
 	coord, err := dtx.New(cfg, store, reg, log)
 	if err != nil {
 		return err
 	}
-	token, err := sec.token()
-	if err != nil {
-		coord.Close()
-		return err
-	}
+
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		coord.Close()
@@ -243,6 +248,9 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	}
 	if token == "" && !loopbackAddr(ln.Addr()) {
 		log.Warn("dtx: serving on a non-loopback address without --token-file: anyone who reaches it can submit, stop and abort transactions and make sluice call any URL", "listen", ln.Addr().String())
+	}
+	if len(cfg.BranchHosts) == 0 && !loopbackAddr(ln.Addr()) {
+		log.Warn("dtx: serving on a non-loopback address without --branch-hosts: branch URLs may name any host but link-local and metadata addresses, loopback and private ones included", "listen", ln.Addr().String())
 	}
 	ln = limitListener(ln, sec.maxConns)
 	if err := coord.Start(); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/dtx"
 )
 
 // dtxSecurity is how sluice dtx serve guards its API.
@@ -18,6 +20,26 @@ type dtxSecurity struct {
 	maxConns   int
 	memLimit   int64
 	grpcListen string
+	probeAsked bool // --check-branch-urls given explicitly
+}
+
+// probePolicy keeps the branch URL probe (--check-branch-urls) for
+// callers who hold the token. Its 400 tells the caller whether a host:port
+// accepts connections, which makes the coordinator a port scanner for
+// anyone who can reach it (issue 30). Without a token no caller is
+// authenticated: the probe is off (URLs are still checked for their form
+// and against --branch-hosts), and asking for it is a configuration error.
+func probePolicy(cfg *dtx.Config, token string, asked bool, log *slog.Logger) error {
+	if token != "" || !cfg.CheckBranchURLs {
+		return nil
+	}
+	if asked {
+		return &sluice.Error{Op: "dtx serve --check-branch-urls", Err: fmt.Errorf("%w: the probe's answer tells any caller which host:ports are open, and without a token every caller is anonymous", sluice.ErrConfig),
+			Hint: "set --token-file (or SLUICE_DTX_TOKEN), or leave --check-branch-urls out"}
+	}
+	cfg.CheckBranchURLs = false
+	log.Info("dtx: branch URLs are not probed for reachability (--check-branch-urls needs --token-file)")
+	return nil
 }
 
 // token is the bearer token the API requires: the first line of

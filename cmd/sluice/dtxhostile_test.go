@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-db/sluice/internal/sandboxtest"
+	"github.com/sluice-db/sluice/sandbox"
+)
+
+// dtxProc is one `sluice dtx serve` process, for the tests that measure or
+// attack it from outside (its memory, its connection slots).
+type dtxProc struct {
+	cmd  *exec.Cmd
+	addr string // host:port
+	log  *bytes.Buffer
+	mu   *sync.Mutex
+	done chan error
+}
+
+// startDtx runs sluice dtx serve with a memory store on a free loopback
+// port plus args, and waits until it answers. It is killed at the test's end.
+func startDtx(t *testing.T, bin string, env []string, args ...string) *dtxProc {
+	t.Helper()
+	port, err := sandbox.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dtxProc{addr: "127.0.0.1:" + strconv.Itoa(port), log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
+	all := append([]string{"dtx", "serve", "--store", "mem://", "--listen", p.addr, "--log-level", "warn"}, args...)
+	p.cmd = exec.Command(bin, all...)
+	p.cmd.Env = append(os.Environ(), env...)
+	w := &lockedWriter{mu: p.mu, b: p.log}
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("coordinator log:\n%s", p.logText())
+		}
+	})
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", p.addr)
+		if err == nil {
+			c.Close()
+			return p
+		}
+		select {
+		case err := <-p.done:
+			t.Fatalf("dtx serve exited: %v\n%s", err, p.logText())
+		default:
+		}
+		if i > 1000 {
+			t.Fatalf("dtx serve did not listen: %v\n%s", err, p.logText())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(b)
+}
+
+func (p *dtxProc) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// rss is the process's resident set now and at its peak (VmRSS, VmHWM), in bytes.
+func (p *dtxProc) rss(t *testing.T) (now, peak int64) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		if len(f) < 1 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			now = n << 10
+		case "VmHWM":
+			peak = n << 10
+		}
+	}
+	return now, peak
+}
+
+// post sends one request on a fresh connection and returns the status,
+// the Retry-After header and the body.
+func (p *dtxProc) post(t *testing.T, path, auth string, body []byte) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+p.addr+path, bytes.NewReader(body))
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+}
+
+var (
+	dtxBinOnce sync.Once
+	dtxBin     string
+)
+
+// sluiceBinary builds the CLI once for the tests of this file (each
+// BuildSluice costs a minute on a busy machine). The directory is left to
+// the OS's temporary cleanup.
+func sluiceBinary(t *testing.T) string {
+	dtxBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-dtxhostile-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dtxBin = filepath.Join(dir, "sluice")
+		cmd := exec.Command("go", "build", "-o", dtxBin, "github.com/sluice-db/sluice/cmd/sluice")
+		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build sluice: %v: %s", err, out)
+		}
+	})
+	if dtxBin == "" {
+		t.Fatal("no sluice binary (its build failed in an earlier test)")
+	}
+	return dtxBin
+}
+
+var _ = sandboxtest.BuildSluice // the per-test build, for tests that kill their binary's directory
+
+func sagaTo(gid string, urls ...string) []byte {
+	var steps []string
+	var pay []string
+	for _, u := range urls {
+		steps = append(steps, fmt.Sprintf(`{"action":%q,"compensate":%q}`, u, u))
+		pay = append(pay, `"{}"`)
+	}
+	return []byte(fmt.Sprintf(`{"gid":%q,"trans_type":"saga","steps":[%s],"payloads":[%s]}`, gid, strings.Join(steps, ","), strings.Join(pay, ",")))
+}
+
+// TestDtxBranchHosts: link-local and metadata branch URLs are refused by
+// default, --branch-hosts is an allow list, and --check-branch-urls never
+// tells an anonymous caller whether a port is open: without a token a
+// closed port and an open one get the same answer (issue 30: an
+// unauthenticated /prepare reported which host:ports were open).
+func TestDtxBranchHosts(t *testing.T) {
+	bin := sluiceBinary(t)
+	open, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	go func() {
+		for {
+			c, err := open.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, bufio.NewReader(c)); c.Close() }()
+		}
+	}()
+	closedPort, err := sandbox.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	openURL := "http://" + open.Addr().String() + "/branch"
+	closedURL := fmt.Sprintf("http://127.0.0.1:%d/branch", closedPort)
+
+	t.Run("anonymous callers learn nothing from the probe", func(t *testing.T) {
+		p := startDtx(t, bin, []string{"SLUICE_DTX_TOKEN="})
+		c1, _, b1 := p.post(t, "/api/dtmsvr/prepare", "", []byte(`{"gid":"open","trans_type":"msg","steps":[{"action":"`+openURL+`"}],"payloads":["{}"]}`))
+		c2, _, b2 := p.post(t, "/api/dtmsvr/prepare", "", []byte(`{"gid":"closed","trans_type":"msg","steps":[{"action":"`+closedURL+`"}],"payloads":["{}"]}`))
+		if c1 != c2 || b1 != b2 {
+			t.Fatalf("open port: %d %s; closed port: %d %s (the difference is a port scan)", c1, b1, c2, b2)
+		}
+		for _, u := range []string{"http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/x", "http://metadata.google.internal/computeMetadata/v1/"} {
+			code, _, body := p.post(t, "/api/dtmsvr/submit", "", sagaTo("md", u))
+			if code != http.StatusBadRequest || !strings.Contains(body, "--branch-hosts") {
+				t.Errorf("%s: HTTP %d %s, want 400 naming --branch-hosts", u, code, body)
+			}
+		}
+	})
+	t.Run("the token holder gets the probe", func(t *testing.T) {
+		p := startDtx(t, bin, []string{"SLUICE_DTX_TOKEN=tok"})
+		if code, _, body := p.post(t, "/api/dtmsvr/prepare", "tok", []byte(`{"gid":"closed","trans_type":"msg","steps":[{"action":"`+closedURL+`"}],"payloads":["{}"]}`)); code != http.StatusBadRequest || !strings.Contains(body, "unreachable") {
+			t.Fatalf("closed port with the token: HTTP %d %s", code, body)
+		}
+		if code, _, body := p.post(t, "/api/dtmsvr/prepare", "tok", []byte(`{"gid":"open","trans_type":"msg","steps":[{"action":"`+openURL+`"}],"payloads":["{}"]}`)); code != http.StatusOK {
+			t.Fatalf("open port with the token: HTTP %d %s", code, body)
+		}
+	})
+	t.Run("asking for the probe without a token is refused", func(t *testing.T) {
+		cmd := exec.Command(bin, "dtx", "serve", "--store", "mem://", "--listen", "127.0.0.1:0", "--check-branch-urls")
+		cmd.Env = append(os.Environ(), "SLUICE_DTX_TOKEN=")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "--token-file") {
+			t.Fatalf("exit %v: %s", err, out)
+		}
+	})
+	t.Run("an allow list", func(t *testing.T) {
+		p := startDtx(t, bin, []string{"SLUICE_DTX_TOKEN="}, "--branch-hosts", "10.0.0.0/8,*.svc.local")
+		if code, _, body := p.post(t, "/api/dtmsvr/submit", "", sagaTo("lo", openURL)); code != http.StatusBadRequest || !strings.Contains(body, "--branch-hosts") {
+			t.Fatalf("loopback outside the list: HTTP %d %s", code, body)
+		}
+		if code, _, body := p.post(t, "/api/dtmsvr/prepare", "", []byte(`{"gid":"ok","trans_type":"msg","steps":[{"action":"http://busi.svc.local:8080/x"}],"payloads":["{}"]}`)); code != http.StatusOK {
+			t.Fatalf("a listed pattern: HTTP %d %s", code, body)
+		}
+	})
+}
