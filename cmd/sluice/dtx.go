@@ -51,7 +51,7 @@ func newDtxServeCmd() *cobra.Command {
 	var listen, grpcListen, store, logLevel string
 	var pprof bool
 	lean := true
-	var sec dtxSecurity
+	sec := dtxSecurity{http: httpapi.DefaultConfig()}
 	cmd := &cobra.Command{
 		Use: "serve",
 		Example: `  sluice dtx serve                                   # bolt store (--store's default) on 127.0.0.1:36789
@@ -103,6 +103,7 @@ several serve processes may share it).`,
 	f.StringSliceVar(&cfg.BranchHosts, "branch-hosts", nil, "hosts branch URLs may reach: CIDRs, addresses, host names, *.domain patterns, * (comma-separated or repeated); default: any host but link-local addresses (169.254.0.0/16, fe80::/10) and cloud metadata services, which are denied unless listed by name or a CIDR inside them")
 	f.StringVar(&sec.tokenFile, "token-file", "", "require 'Authorization: Bearer TOKEN' on every API call, TOKEN being this file's first line (or set SLUICE_DTX_TOKEN); /metrics stays open")
 	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; more wait to be accepted")
+	f.Int64Var(&sec.http.MaxInflightBody, "max-inflight-body", sec.http.MaxInflightBody, "most request-body bytes held by requests in flight, all clients together; past it a request is answered 503 with Retry-After (one request alone is always served); 0: no bound")
 	f.Int64Var(&sec.memLimit, "memory-limit", 256<<20, "soft memory limit in bytes (Go's GOMEMLIMIT, which overrides it); 0: none")
 	f.BoolVar(&cfg.TestHooks, "test-hooks", false, "for dtm's own test suite only (make test-dtm-conformance): no background recovery, and routes under /api/dtmsvr/test/ that run it by hand; loopback addresses only")
 	_ = f.MarkHidden("test-hooks")
@@ -228,6 +229,9 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	if err != nil {
 		return err
 	}
+	if err := sec.http.Validate(); err != nil {
+		return err
+	}
 	if err := probePolicy(&cfg, token, sec.probeAsked, log); err != nil {
 		return err
 	}
@@ -258,7 +262,7 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 		coord.Close()
 		return err
 	}
-	api := httpapi.Handler(coord, reg)
+	api := httpapi.NewHandler(coord, reg, sec.http)
 	handler := api
 	if pprof {
 		mux := http.NewServeMux()

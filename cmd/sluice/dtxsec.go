@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/dtx"
+	"github.com/sluice-db/sluice/dtx/httpapi"
 )
 
 // dtxSecurity is how sluice dtx serve guards its API.
@@ -21,6 +22,7 @@ type dtxSecurity struct {
 	memLimit   int64
 	grpcListen string
 	probeAsked bool // --check-branch-urls given explicitly
+	http       httpapi.Config
 }
 
 // probePolicy keeps the branch URL probe (--check-branch-urls) for
