@@ -240,3 +240,130 @@ func TestDtxBranchHosts(t *testing.T) {
 		}
 	})
 }
+
+// memorySampler polls the process's RSS until stop, keeping the peak.
+func memorySampler(t *testing.T, p *dtxProc) (stop func() int64) {
+	done := make(chan struct{})
+	peak := make(chan int64, 1)
+	go func() {
+		var max int64
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if now, _ := p.rss(t); now > max {
+				max = now
+			}
+			select {
+			case <-done:
+				peak <- max
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		_, hwm := p.rss(t)
+		if m := <-peak; m > hwm {
+			hwm = m
+		}
+		return hwm
+	}
+}
+
+// bigSaga is a valid saga of one step whose action needs no call (an
+// empty URL always succeeds, as in dtm), with a payload of n bytes.
+func bigSaga(gid string, n int) []byte {
+	pay := strings.Repeat("x", n)
+	return []byte(`{"gid":"` + gid + `","trans_type":"saga","steps":[{"action":"","compensate":""}],"payloads":["` + pay + `"]}`)
+}
+
+// flood sends bodies concurrently, one connection each, and counts the
+// answers by status; anything but 200 and 503 (with Retry-After) fails.
+func flood(t *testing.T, p *dtxProc, bodies [][]byte) (ok, busy int) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, b := range bodies {
+		wg.Add(1)
+		go func(i int, b []byte) {
+			defer wg.Done()
+			<-start
+			req, _ := http.NewRequest(http.MethodPost, "http://"+p.addr+"/api/dtmsvr/submit", bytes.NewReader(b))
+			c := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Errorf("client %d: %v", i, err)
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case resp.StatusCode == http.StatusOK:
+				ok++
+			case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
+				busy++
+			default:
+				t.Errorf("client %d: HTTP %d %.200s", i, resp.StatusCode, body)
+			}
+		}(i, b)
+	}
+	close(start)
+	wg.Wait()
+	return ok, busy
+}
+
+// TestDtxMemoryUnderLargeBodies: concurrent large submits and a flood of
+// 1,000 clients keep the coordinator's RSS under 512 MB: past the in-flight
+// body budget a request is answered 503 with Retry-After; the coordinator
+// serves a plain request afterwards (issue 30: ten concurrent 15 MB submits
+// took it to 960 MB). RSS is read from /proc while the load runs. Without
+// the budget (--max-inflight-body 0) the flood's peak was 4 GB.
+func TestDtxMemoryUnderLargeBodies(t *testing.T) {
+	bin := sluiceBinary(t)
+	const limit = 512 << 20
+	t.Run("ten 15 MB submits", func(t *testing.T) {
+		p := startDtx(t, bin, []string{"SLUICE_DTX_TOKEN="}, "--store", "bolt://"+filepath.Join(t.TempDir(), "dtx.db"))
+		var bodies [][]byte
+		for i := 0; i < 10; i++ {
+			bodies = append(bodies, bigSaga(fmt.Sprintf("big-%d", i), 15<<20))
+		}
+		stop := memorySampler(t, p)
+		ok, busy := flood(t, p, bodies)
+		peak := stop()
+		t.Logf("ten 15 MB submits: %d served, %d answered 503; peak RSS %d MB", ok, busy, peak>>20)
+		if peak > limit {
+			t.Errorf("peak RSS %d MB, want under %d MB", peak>>20, limit>>20)
+		}
+		if ok == 0 {
+			t.Error("no large submit was served")
+		}
+		if code, _, body := p.post(t, "/api/dtmsvr/submit", "", bigSaga("after-big", 10)); code != http.StatusOK {
+			t.Fatalf("a plain submit afterwards: HTTP %d %s", code, body)
+		}
+	})
+	t.Run("1000 clients", func(t *testing.T) {
+		p := startDtx(t, bin, []string{"SLUICE_DTX_TOKEN="}, "--store", "bolt://"+filepath.Join(t.TempDir(), "dtx.db"))
+		pay := bigSaga("GID", 1000<<10)
+		var bodies [][]byte
+		for i := 0; i < 1000; i++ {
+			bodies = append(bodies, bytes.Replace(pay, []byte("GID"), []byte(fmt.Sprintf("flood-%d", i)), 1))
+		}
+		stop := memorySampler(t, p)
+		ok, busy := flood(t, p, bodies)
+		peak := stop()
+		t.Logf("1000 clients with 1 MB submits: %d served, %d answered 503; peak RSS %d MB", ok, busy, peak>>20)
+		if peak > limit {
+			t.Errorf("peak RSS %d MB, want under %d MB", peak>>20, limit>>20)
+		}
+		if ok == 0 {
+			t.Error("no submit was served")
+		}
+		if code, _, body := p.post(t, "/api/dtmsvr/submit", "", bigSaga("after-flood", 10)); code != http.StatusOK {
+			t.Fatalf("a plain submit afterwards: HTTP %d %s", code, body)
+		}
+	})
+}
