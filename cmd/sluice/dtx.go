@@ -102,7 +102,9 @@ several serve processes may share it).`,
 	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections; only with --token-file (or SLUICE_DTX_TOKEN), since the answer tells the caller which host:ports are open")
 	f.StringSliceVar(&cfg.BranchHosts, "branch-hosts", nil, "hosts branch URLs may reach: CIDRs, addresses, host names, *.domain patterns, * (comma-separated or repeated); default: any host but link-local addresses (169.254.0.0/16, fe80::/10) and cloud metadata services, which are denied unless listed by name or a CIDR inside them")
 	f.StringVar(&sec.tokenFile, "token-file", "", "require 'Authorization: Bearer TOKEN' on every API call, TOKEN being this file's first line (or set SLUICE_DTX_TOKEN); /metrics stays open")
-	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; more wait to be accepted")
+	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; past it the connection idle the longest is closed to make room (new ones wait only while every one serves a request)")
+	f.DurationVar(&sec.headerTimeout, "read-header-timeout", 10*time.Second, "a connection whose request header has not arrived this long after it opened (or after its first byte) is closed")
+	f.IntVar(&sec.maxConnsPerClient, "max-conns-per-client", 1024, "most connections open at once from one client address; past it that client's connection idle the longest is closed (a new one is refused only while all of them serve requests); 0: no bound")
 	f.Int64Var(&sec.http.MaxInflightBody, "max-inflight-body", sec.http.MaxInflightBody, "most request-body bytes held by requests in flight, all clients together; past it a request is answered 503 with Retry-After (one request alone is always served); 0: no bound")
 	f.Int64Var(&sec.memLimit, "memory-limit", 256<<20, "soft memory limit in bytes (Go's GOMEMLIMIT, which overrides it); 0: none")
 	f.BoolVar(&cfg.TestHooks, "test-hooks", false, "for dtm's own test suite only (make test-dtm-conformance): no background recovery, and routes under /api/dtmsvr/test/ that run it by hand; loopback addresses only")
@@ -256,7 +258,7 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	if len(cfg.BranchHosts) == 0 && !loopbackAddr(ln.Addr()) {
 		log.Warn("dtx: serving on a non-loopback address without --branch-hosts: branch URLs may name any host but link-local and metadata addresses, loopback and private ones included", "listen", ln.Addr().String())
 	}
-	ln = limitListener(ln, sec.maxConns)
+	ln = httpapi.NewSlotListener(ln, httpapi.SlotConfig{Max: sec.maxConns, PerClient: sec.maxConnsPerClient})
 	if err := coord.Start(); err != nil {
 		ln.Close()
 		coord.Close()
@@ -286,7 +288,8 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	}
 	// A client that sends half a request, or holds an idle connection, is
 	// dropped in bounded time (10,000 half-sent requests stayed open).
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: sec.headerTimeout, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		ConnState: httpapi.ConnState} // which connections serve a request, for the connection slots
 	var server interface {
 		Serve(net.Listener) error
 		Shutdown(context.Context) error

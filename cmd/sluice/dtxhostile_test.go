@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -366,4 +367,70 @@ func TestDtxMemoryUnderLargeBodies(t *testing.T) {
 			t.Fatalf("a plain submit afterwards: HTTP %d %s", code, body)
 		}
 	})
+}
+
+// TestDtxIdleSockets: 10,000 idle sockets from one address (fewer if the
+// file limit does not allow them) fill every connection slot; a real client
+// from another address, and one from the same address, are each answered
+// while the sockets are held open. The header timeout is set far beyond
+// the test, so the server frees no slot by timing a socket out: only by
+// closing an idle one for room (issue 30: 10,000 idle sockets delayed real
+// clients by about 10 s, the header timeout; before the connection slots
+// they waited here for ever).
+func TestDtxIdleSockets(t *testing.T) {
+	bin := sluiceBinary(t)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur < lim.Max {
+		raised := lim
+		raised.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err == nil {
+			defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) //nolint:errcheck // restores the test process's limit
+			lim = raised
+		}
+	}
+	n := 10000
+	if max := int(lim.Cur) - 500; max < n {
+		n = max // the test process holds the sockets; the coordinator has its own limit
+	}
+	if n < 1000 {
+		t.Skipf("RLIMIT_NOFILE %d leaves too few sockets", lim.Cur)
+	}
+	p := startDtx(t, bin, []string{"SLUICE_DTX_TOKEN="}, "--max-conns", strconv.Itoa(n), "--read-header-timeout", "1h")
+	idle := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for len(idle) < n {
+		c, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatalf("idle socket %d: %v", len(idle), err)
+		}
+		idle = append(idle, c)
+	}
+	t.Logf("%d idle sockets open from 127.0.0.1", n)
+	for _, local := range []string{"127.0.0.2", "127.0.0.1"} {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		c, err := d.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatalf("real client from %s: %v", local, err)
+		}
+		// The deadline only turns a wait into a failure report: the slot
+		// is made at accept, or never (the header timeout is an hour).
+		_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+		fmt.Fprintf(c, "GET /api/dtmsvr/newGid HTTP/1.1\r\nHost: h\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("real client from %s not answered while %d idle sockets are open: %v", local, n, err)
+		}
+		resp.Body.Close()
+		c.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("real client from %s: HTTP %d", local, resp.StatusCode)
+		}
+	}
 }

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/dtx"
@@ -17,12 +17,14 @@ import (
 
 // dtxSecurity is how sluice dtx serve guards its API.
 type dtxSecurity struct {
-	tokenFile  string
-	maxConns   int
-	memLimit   int64
-	grpcListen string
-	probeAsked bool // --check-branch-urls given explicitly
-	http       httpapi.Config
+	tokenFile         string
+	maxConns          int
+	maxConnsPerClient int
+	headerTimeout     time.Duration
+	memLimit          int64
+	grpcListen        string
+	probeAsked        bool // --check-branch-urls given explicitly
+	http              httpapi.Config
 }
 
 // probePolicy keeps the branch URL probe (--check-branch-urls) for
@@ -93,52 +95,4 @@ func bearerMatches(header, token string) bool {
 func loopbackAddr(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
-}
-
-// limitListener accepts at most n connections open at once; Accept waits
-// for one to close past that.
-func limitListener(ln net.Listener, n int) net.Listener {
-	if n <= 0 {
-		return ln
-	}
-	return &limited{Listener: ln, sem: make(chan struct{}, n)}
-}
-
-type limited struct {
-	net.Listener
-	sem chan struct{}
-}
-
-func (l *limited) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-// NetConn is the connection under the wrapper (rawconn reads and writes
-// the socket itself).
-func (c *limitedConn) NetConn() net.Conn { return c.Conn }
-
-// CloseWrite lets net/http half-close as on a *net.TCPConn.
-func (c *limitedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

@@ -213,6 +213,7 @@ func (s *Server) serveConn(lc *leanConn) {
 	}
 	for first := true; ; first = false {
 		lc.idle.Store(true)
+		markActive(c, false) // its slot may be taken for another client's connection
 		if s.closed.Load() {
 			return
 		}
@@ -223,6 +224,7 @@ func (s *Server) serveConn(lc *leanConn) {
 			return // closed by the client (or by Shutdown while idle), or silent past the timeout
 		}
 		lc.idle.Store(false)
+		markActive(c, true)
 		readAt := time.Now()
 		if !first {
 			reqStart = readAt
