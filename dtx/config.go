@@ -49,6 +49,10 @@ type Config struct {
 	// CheckBranchURLs makes prepare/submit/registerBranch refuse a branch URL
 	// whose host does not accept TCP connections (400, nothing stored).
 	CheckBranchURLs bool
+	// BranchHosts are the hosts branch URLs may reach: CIDRs, addresses,
+	// host names and *.domain patterns (see wire.HostPolicy). Empty: every
+	// host but link-local addresses and the cloud metadata services.
+	BranchHosts []string
 	// AlertWebhook, when set, receives dtm's alert (a POST of {"gid",
 	// "status", "branch", "error", "retry_count"}) each time a branch has
 	// failed AlertRetryLimit times in a row or more, as dtm's AlertWebHook.
@@ -110,6 +114,9 @@ func (c Config) Validate() error {
 		return bad("commit wait must be between 0 and 1s")
 	case c.AlertWebhook != "" && c.AlertRetryLimit <= 0:
 		return bad("alert retry limit must be positive")
+	}
+	if _, err := wire.ParseHostPolicy(c.BranchHosts); err != nil {
+		return sluice.Errorf(sluice.ErrConfig, "dtx config", "give CIDRs (10.0.0.0/8), addresses, host names or *.domain patterns", "%v", err)
 	}
 	if c.AlertWebhook != "" {
 		if err := wire.CheckURL(c.AlertWebhook, wire.HTTP); err != nil {

@@ -47,6 +47,10 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	policy, err := wire.ParseHostPolicy(cfg.BranchHosts)
+	if err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -58,7 +62,7 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 		cfg:      cfg,
 		store:    store,
 		commit:   newCommitter(store, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommitWait, m),
-		caller:   wire.New(),
+		caller:   wire.New(policy),
 		metrics:  m,
 		log:      log,
 		instance: cfg.Instance + "-" + hex.EncodeToString(rnd[:]),
@@ -82,11 +86,27 @@ type LeaseResetter interface {
 	ResetLeases(ctx context.Context) error
 }
 
+// SessionLeases is implemented by stores that several coordinators share
+// and that see whether a coordinator's session with them has ended (mysql:
+// a named lock its connection holds). A coordinator registers at Start
+// under its incarnation, the prefix of all its lease tokens; recovery
+// releases the leases of owners whose session ended, so that a killed
+// coordinator's transactions resume at once rather than after --lease.
+type SessionLeases interface {
+	RegisterOwner(ctx context.Context, incarnation string) error
+	ReleaseDeadOwners(ctx context.Context, now time.Time) (int, error)
+}
+
 // Start launches recovery and retention. Close stops them.
 func (c *Coordinator) Start() error {
 	if lr, ok := c.store.(LeaseResetter); ok {
 		if err := lr.ResetLeases(c.ctx); err != nil {
 			return fmt.Errorf("reset leases: %w", err)
+		}
+	}
+	if sl, ok := c.store.(SessionLeases); ok {
+		if err := sl.RegisterOwner(c.ctx, c.instance); err != nil {
+			return fmt.Errorf("register as a lease owner: %w", err)
 		}
 	}
 	c.wg.Add(3)

@@ -287,14 +287,12 @@ func (c *Coordinator) doCall(ctx context.Context, g *Global, uri, branchID, op s
 	return a.Outcome, nil
 }
 
-// checkReachable refuses branch URLs whose hosts do not accept a
-// connection (when the configuration asks for the probe).
+// checkReachable refuses branch URLs whose hosts the host policy denies
+// (--branch-hosts), and those whose hosts do not accept a connection when
+// the configuration asks for the probe.
 func (c *Coordinator) checkReachable(ctx context.Context, protocol string, urls []string) error {
-	if !c.cfg.CheckBranchURLs {
-		return nil
-	}
 	for _, s := range urls {
-		if err := c.caller.Check(ctx, s, protocol, true); err != nil {
+		if err := c.caller.Check(ctx, s, protocol, c.cfg.CheckBranchURLs); err != nil {
 			return fmt.Errorf("%w: %v", ErrBadRequest, err)
 		}
 	}

@@ -38,6 +38,15 @@ func (c *Coordinator) recoverOnce() int {
 	}
 	token := c.newToken()
 	now := time.Now().UTC()
+	if sl, ok := c.store.(SessionLeases); ok {
+		if n, err := sl.ReleaseDeadOwners(c.ctx, now); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				c.log.Error("dtx: releasing the leases of ended coordinators", "err", err)
+			}
+		} else if n > 0 {
+			c.log.Info("dtx: resuming the transactions of a coordinator whose store session ended", "transactions", n)
+		}
+	}
 	claimed, err := c.store.Claim(c.ctx, token, now, now.Add(c.cfg.Lease), free)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {

@@ -51,7 +51,7 @@ func newDtxServeCmd() *cobra.Command {
 	var listen, grpcListen, store, logLevel string
 	var pprof bool
 	lean := true
-	var sec dtxSecurity
+	sec := dtxSecurity{http: httpapi.DefaultConfig()}
 	cmd := &cobra.Command{
 		Use: "serve",
 		Example: `  sluice dtx serve                                   # bolt store (--store's default) on 127.0.0.1:36789
@@ -71,6 +71,7 @@ several serve processes may share it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sec.grpcListen = grpcListen
+			sec.probeAsked = cmd.Flags().Changed("check-branch-urls") && cfg.CheckBranchURLs
 			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean, sec)
 		},
 	}
@@ -98,9 +99,13 @@ several serve processes may share it).`,
 	f.BoolVar(&lean, "lean-http", lean, "answer dtm client's plain keep-alive requests without net/http's per-request machinery (false: net/http serves all)")
 	f.StringVar(&cfg.AlertWebhook, "alert-webhook", "", "POST dtm's alert JSON (gid, status, branch, error, retry_count) here whenever a branch has failed --alert-retry-limit times in a row or more")
 	f.IntVar(&cfg.AlertRetryLimit, "alert-retry-limit", cfg.AlertRetryLimit, "consecutive failures of a branch before --alert-webhook is called")
-	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections")
+	f.BoolVar(&cfg.CheckBranchURLs, "check-branch-urls", cfg.CheckBranchURLs, "refuse (400) branch URLs whose host does not accept connections; only with --token-file (or SLUICE_DTX_TOKEN), since the answer tells the caller which host:ports are open")
+	f.StringSliceVar(&cfg.BranchHosts, "branch-hosts", nil, "hosts branch URLs may reach: CIDRs, addresses, host names, *.domain patterns, * (comma-separated or repeated); default: any host but link-local addresses (169.254.0.0/16, fe80::/10) and cloud metadata services, which are denied unless listed by name or a CIDR inside them")
 	f.StringVar(&sec.tokenFile, "token-file", "", "require 'Authorization: Bearer TOKEN' on every API call, TOKEN being this file's first line (or set SLUICE_DTX_TOKEN); /metrics stays open")
-	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; more wait to be accepted")
+	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; past it the connection idle the longest is closed to make room (new ones wait only while every one serves a request)")
+	f.DurationVar(&sec.headerTimeout, "read-header-timeout", 10*time.Second, "a connection whose request header has not arrived this long after it opened (or after its first byte) is closed")
+	f.IntVar(&sec.maxConnsPerClient, "max-conns-per-client", 1024, "most connections open at once from one client address; past it that client's connection idle the longest is closed (a new one is refused only while all of them serve requests); 0: no bound")
+	f.Int64Var(&sec.http.MaxInflightBody, "max-inflight-body", sec.http.MaxInflightBody, "most request-body bytes held by requests in flight, all clients together; past it a request is answered 503 with Retry-After (one request alone is always served); 0: no bound")
 	f.Int64Var(&sec.memLimit, "memory-limit", 256<<20, "soft memory limit in bytes (Go's GOMEMLIMIT, which overrides it); 0: none")
 	f.BoolVar(&cfg.TestHooks, "test-hooks", false, "for dtm's own test suite only (make test-dtm-conformance): no background recovery, and routes under /api/dtmsvr/test/ that run it by hand; loopback addresses only")
 	_ = f.MarkHidden("test-hooks")
@@ -222,15 +227,21 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	token, err := sec.token()
+	if err != nil {
+		return err
+	}
+	if err := sec.http.Validate(); err != nil {
+		return err
+	}
+	if err := probePolicy(&cfg, token, sec.probeAsked, log); err != nil {
+		return err
+	}
 	coord, err := dtx.New(cfg, store, reg, log)
 	if err != nil {
 		return err
 	}
-	token, err := sec.token()
-	if err != nil {
-		coord.Close()
-		return err
-	}
+
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		coord.Close()
@@ -244,13 +255,16 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	if token == "" && !loopbackAddr(ln.Addr()) {
 		log.Warn("dtx: serving on a non-loopback address without --token-file: anyone who reaches it can submit, stop and abort transactions and make sluice call any URL", "listen", ln.Addr().String())
 	}
-	ln = limitListener(ln, sec.maxConns)
+	if len(cfg.BranchHosts) == 0 && !loopbackAddr(ln.Addr()) {
+		log.Warn("dtx: serving on a non-loopback address without --branch-hosts: branch URLs may name any host but link-local and metadata addresses, loopback and private ones included", "listen", ln.Addr().String())
+	}
+	ln = httpapi.NewSlotListener(ln, httpapi.SlotConfig{Max: sec.maxConns, PerClient: sec.maxConnsPerClient})
 	if err := coord.Start(); err != nil {
 		ln.Close()
 		coord.Close()
 		return err
 	}
-	api := httpapi.Handler(coord, reg)
+	api := httpapi.NewHandler(coord, reg, sec.http)
 	handler := api
 	if pprof {
 		mux := http.NewServeMux()
@@ -274,7 +288,8 @@ func runDtxServe(ctx context.Context, cfg dtx.Config, listen, storeURL, logLevel
 	}
 	// A client that sends half a request, or holds an idle connection, is
 	// dropped in bounded time (10,000 half-sent requests stayed open).
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: sec.headerTimeout, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		ConnState: httpapi.ConnState} // which connections serve a request, for the connection slots
 	var server interface {
 		Serve(net.Listener) error
 		Shutdown(context.Context) error

@@ -3,21 +3,47 @@ package main
 import (
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/dtx"
+	"github.com/sluice-db/sluice/dtx/httpapi"
 )
 
 // dtxSecurity is how sluice dtx serve guards its API.
 type dtxSecurity struct {
-	tokenFile  string
-	maxConns   int
-	memLimit   int64
-	grpcListen string
+	tokenFile         string
+	maxConns          int
+	maxConnsPerClient int
+	headerTimeout     time.Duration
+	memLimit          int64
+	grpcListen        string
+	probeAsked        bool // --check-branch-urls given explicitly
+	http              httpapi.Config
+}
+
+// probePolicy keeps the branch URL probe (--check-branch-urls) for
+// callers who hold the token. Its 400 tells the caller whether a host:port
+// accepts connections, which makes the coordinator a port scanner for
+// anyone who can reach it (issue 30). Without a token no caller is
+// authenticated: the probe is off (URLs are still checked for their form
+// and against --branch-hosts), and asking for it is a configuration error.
+func probePolicy(cfg *dtx.Config, token string, asked bool, log *slog.Logger) error {
+	if token != "" || !cfg.CheckBranchURLs {
+		return nil
+	}
+	if asked {
+		return &sluice.Error{Op: "dtx serve --check-branch-urls", Err: fmt.Errorf("%w: the probe's answer tells any caller which host:ports are open, and without a token every caller is anonymous", sluice.ErrConfig),
+			Hint: "set --token-file (or SLUICE_DTX_TOKEN), or leave --check-branch-urls out"}
+	}
+	cfg.CheckBranchURLs = false
+	log.Info("dtx: branch URLs are not probed for reachability (--check-branch-urls needs --token-file)")
+	return nil
 }
 
 // token is the bearer token the API requires: the first line of
@@ -69,52 +95,4 @@ func bearerMatches(header, token string) bool {
 func loopbackAddr(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
-}
-
-// limitListener accepts at most n connections open at once; Accept waits
-// for one to close past that.
-func limitListener(ln net.Listener, n int) net.Listener {
-	if n <= 0 {
-		return ln
-	}
-	return &limited{Listener: ln, sem: make(chan struct{}, n)}
-}
-
-type limited struct {
-	net.Listener
-	sem chan struct{}
-}
-
-func (l *limited) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-// NetConn is the connection under the wrapper (rawconn reads and writes
-// the socket itself).
-func (c *limitedConn) NetConn() net.Conn { return c.Conn }
-
-// CloseWrite lets net/http half-close as on a *net.TCPConn.
-func (c *limitedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -55,45 +54,6 @@ func TestDtxBearerToken(t *testing.T) {
 			t.Errorf("%s %s %q: %d, want %d", c.method, c.path, c.auth, resp.StatusCode, c.want)
 		}
 	}
-}
-
-// TestDtxConnectionCap: past --max-conns open connections, the next waits
-// to be accepted until one closes.
-func TestDtxConnectionCap(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := limitListener(inner, 2)
-	defer ln.Close()
-	accepted := make(chan net.Conn, 3)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	for i := 0; i < 3; i++ {
-		c, err := net.Dial("tcp", inner.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-	}
-	first, second := <-accepted, <-accepted
-	defer second.Close()
-	select {
-	case c := <-accepted:
-		c.Close()
-		t.Fatal("a third connection was accepted while two were open")
-	default:
-	}
-	first.Close()
-	third := <-accepted // accepted once one closed
-	third.Close()
 }
 
 // The Authorization scheme is case-insensitive (RFC 7235): a client that

@@ -8,11 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,9 +25,15 @@ const Version = "sluice-dtx (dtm v1.19.0 HTTP protocol)"
 // maxBody bounds a request body; dtm's own limit is the HTTP server's.
 const maxBody = 16 << 20
 
-// Handler returns the routes. gatherer serves /api/metrics and /metrics (nil: none).
+// Handler returns the routes with DefaultConfig. gatherer serves
+// /api/metrics and /metrics (nil: none).
 func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
-	h := &handler{c: c, mux: http.NewServeMux()}
+	return NewHandler(c, gatherer, DefaultConfig())
+}
+
+// NewHandler returns the routes with cfg.
+func NewHandler(c *dtx.Coordinator, gatherer prometheus.Gatherer, cfg Config) http.Handler {
+	h := &handler{c: c, mux: http.NewServeMux(), budget: &budget{max: cfg.MaxInflightBody}}
 	h.prepare, h.submit, h.abort = h.trans(c.Prepare), h.trans(c.Submit), h.trans(c.Abort)
 	mux := h.mux
 	mux.HandleFunc("GET /api/dtmsvr/version", func(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +72,7 @@ type handler struct {
 	c                      *dtx.Coordinator
 	mux                    *http.ServeMux
 	prepare, submit, abort http.HandlerFunc
+	budget                 *budget // request bodies in flight, lean loop included
 }
 
 // ServeHTTP sends the calls every transaction makes straight to their
@@ -102,72 +107,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// bodyPool holds request body buffers; bodies are read whole, decoded
-// (which copies what it keeps) and the buffer returned.
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-// maxPooled bounds the buffers kept in bodyPool, so that one large body
-// does not pin its memory.
-const maxPooled = 64 << 10
-
-// readBody reads the whole body into a pooled buffer, sized by
-// Content-Length when the client sent one; putBody returns it.
-func readBody(r *http.Request) (*[]byte, error) {
-	bp := bodyPool.Get().(*[]byte)
-	b := (*bp)[:0]
-	want := 4096
-	if r.ContentLength > maxBody {
-		*bp = b
-		putBody(bp)
-		return nil, tooLarge()
-	}
-	if r.ContentLength >= 0 {
-		want = int(r.ContentLength) + 1 // +1: room for the read that sees EOF
-	}
-	if cap(b) < want {
-		b = make([]byte, 0, want)
-	}
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Body.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if len(b) > maxBody {
-			*bp = b
-			putBody(bp)
-			return nil, tooLarge()
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			*bp = b
-			putBody(bp)
-			return nil, fmt.Errorf("%w: reading the body: %v", dtx.ErrBadRequest, err)
-		}
-	}
-	*bp = b
-	return bp, nil
-}
-
-func tooLarge() error {
-	return fmt.Errorf("%w: reading the body: %v", dtx.ErrBadRequest, &http.MaxBytesError{Limit: maxBody})
-}
-
-func putBody(bp *[]byte) {
-	if cap(*bp) <= maxPooled {
-		*bp = (*bp)[:0]
-		bodyPool.Put(bp)
-	}
-}
-
 func (h *handler) trans(fn func(context.Context, *dtx.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := readBody(r)
+		body, err := h.readBody(w, r)
 		if err == nil {
-			err = doTrans(r.Context(), fn, *body)
-			putBody(body)
+			err = doTrans(r.Context(), fn, body.b)
+			h.putBody(body)
 		}
 		writeResult(w, err)
 	}
@@ -196,13 +141,13 @@ func (h *handler) newGidBody(b []byte) []byte {
 
 func (h *handler) gidOp(fn func(context.Context, string) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := readBody(r)
+		body, err := h.readBody(w, r)
 		if err == nil {
 			var req struct {
 				Gid string `json:"gid"`
 			}
-			err = json.Unmarshal(*body, &req)
-			putBody(body)
+			err = json.Unmarshal(body.b, &req)
+			h.putBody(body)
 			if err != nil {
 				err = fmt.Errorf("%w: malformed JSON body: %v", dtx.ErrBadRequest, err)
 			} else if req.Gid == "" {
@@ -216,10 +161,10 @@ func (h *handler) gidOp(fn func(context.Context, string) error) http.HandlerFunc
 }
 
 func (h *handler) registerBranch(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
+	body, err := h.readBody(w, r)
 	if err == nil {
-		err = h.doRegisterBranch(r.Context(), *body)
-		putBody(body)
+		err = h.doRegisterBranch(r.Context(), body.b)
+		h.putBody(body)
 	}
 	writeResult(w, err)
 }
@@ -236,13 +181,13 @@ func (h *handler) doRegisterBranch(ctx context.Context, body []byte) error {
 // far, which dtm's client reads with protojson as a DtmProgressesReply
 // (bin_data base64).
 func (h *handler) prepareWorkflow(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	req, err := dtx.ParseRequest(*body)
-	putBody(body)
+	req, err := dtx.ParseRequest(body.b)
+	h.putBody(body)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -496,6 +441,9 @@ func writeResult(w http.ResponseWriter, err error) {
 
 func writeErr(w http.ResponseWriter, err error) {
 	code, body := errorBody(err)
+	if code == http.StatusServiceUnavailable {
+		w.Header()["Retry-After"] = retryAfter
+	}
 	writeJSON(w, code, body)
 }
 
@@ -511,6 +459,8 @@ func errorBody(err error) (int, map[string]string) {
 		code, res = http.StatusConflict, dtx.ResultFailure
 	case errors.Is(err, dtx.ErrOngoing):
 		code, res = http.StatusTooEarly, dtx.ResultOngoing
+	case errors.Is(err, errBusy):
+		code = http.StatusServiceUnavailable
 	}
 	body := map[string]string{"message": err.Error()}
 	if res != "" {

@@ -30,13 +30,19 @@ type jsonRPCError struct {
 func (h *handler) jsonRPC(w http.ResponseWriter, r *http.Request) {
 	var req jsonRPCRequest
 	var result any
+	var busy error
 	jerr := func() *jsonRPCError {
-		body, err := readBody(r)
+		body, err := h.readBody(w, r)
+		if errors.Is(err, errBusy) {
+			busy = err
+			return nil
+		}
 		if err != nil {
 			return &jsonRPCError{Code: -32700, Message: err.Error()}
 		}
-		err = json.Unmarshal(*body, &req)
-		putBody(body)
+		err = json.Unmarshal(body.b, &req)
+		defer h.putBody(body) // held until the call is done: what it decoded is in use
+
 		switch {
 		case err != nil:
 			return &jsonRPCError{Code: -32700, Message: "Parse json error: " + err.Error()}
@@ -68,5 +74,9 @@ func (h *handler) jsonRPC(w http.ResponseWriter, r *http.Request) {
 		// dtm answers every other error, a bad request too, as internal.
 		return &jsonRPCError{Code: -32603, Message: err.Error()}
 	}()
+	if busy != nil {
+		writeErr(w, busy) // 503: the transport's answer, before any JSON-RPC
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": jerr, "result": result})
 }

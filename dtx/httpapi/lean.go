@@ -213,6 +213,7 @@ func (s *Server) serveConn(lc *leanConn) {
 	}
 	for first := true; ; first = false {
 		lc.idle.Store(true)
+		markActive(c, false) // its slot may be taken for another client's connection
 		if s.closed.Load() {
 			return
 		}
@@ -223,6 +224,7 @@ func (s *Server) serveConn(lc *leanConn) {
 			return // closed by the client (or by Shutdown while idle), or silent past the timeout
 		}
 		lc.idle.Store(false)
+		markActive(c, true)
 		readAt := time.Now()
 		if !first {
 			reqStart = readAt
@@ -253,21 +255,37 @@ func (s *Server) serveConn(lc *leanConn) {
 		} else {
 			_ = c.SetReadDeadline(time.Time{})
 		}
+		if s.closed.Load() {
+			req.close = true // as net/http while shutting down: tell the client
+		}
+		held := int64(req.contentLength)
+		if !s.api.budget.acquire(held) {
+			// Past the in-flight body budget: drop the body unbuffered
+			// and answer 503, keeping the connection.
+			if _, err := br.Discard(req.contentLength); err != nil {
+				return
+			}
+			out = appendError(out[:0], errBusy, req.close)
+			s.lean.Add(1)
+			if _, err := raw.Write(out); err != nil || req.close {
+				return
+			}
+			continue
+		}
 		if cap(body) < req.contentLength {
 			body = make([]byte, req.contentLength)
 		}
 		body = body[:req.contentLength]
 		if _, err := io.ReadFull(br, body); err != nil {
+			s.api.budget.release(held)
 			return
-		}
-		if s.closed.Load() {
-			req.close = true // as net/http while shutting down: tell the client
 		}
 		var tr *dtx.Trace
 		if req.route == routeSubmit {
 			tr = dtx.NewTrace(readAt)
 		}
 		out = s.answer(out[:0], req, body, tr)
+		s.api.budget.release(held)
 		s.lean.Add(1) // before the answer leaves, so that whoever reads it sees the count
 		if _, err := raw.Write(out); err != nil {
 			return
@@ -313,10 +331,15 @@ func (s *Server) answer(out []byte, req leanRequest, body []byte, tr *dtx.Trace)
 	if err == nil {
 		return appendResponse(out, http.StatusOK, successBody, req.close)
 	}
+	return appendError(out, err, req.close)
+}
+
+// appendError appends the answer to err, as writeErr makes it.
+func appendError(out []byte, err error, close bool) []byte {
 	code, m := errorBody(err)
 	var b bytes.Buffer
 	_ = json.NewEncoder(&b).Encode(m) // as writeJSON: the same bytes as net/http's path
-	return appendResponse(out, code, b.Bytes(), req.close)
+	return appendResponse(out, code, b.Bytes(), close)
 }
 
 // appendResponse appends a response with the headers net/http would send
@@ -334,6 +357,9 @@ func appendResponse(out []byte, code int, body []byte, close bool) []byte {
 	out = strconv.AppendInt(out, int64(len(body)), 10)
 	out = append(out, "\r\nContent-Type: application/json; charset=utf-8\r\nDate: "...)
 	out = appendDate(out)
+	if code == http.StatusServiceUnavailable {
+		out = append(out, "\r\nRetry-After: 1"...) // as writeErr
+	}
 	out = append(out, "\r\n\r\n"...)
 	return append(out, body...)
 }

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -105,6 +106,9 @@ func ParseURL(raw string) (Config, error) {
 // Store is a dtx.Store on MySQL/MariaDB.
 type Store struct {
 	db *sql.DB
+
+	ownerMu sync.Mutex
+	owner   *ownerSession // with RegisterOwner (owners.go)
 }
 
 var schema = []string{
@@ -146,6 +150,7 @@ var schema = []string{
   update_time BIGINT NOT NULL COMMENT 'unix ms',
   UNIQUE KEY cat_k (cat, k)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	ownerSchema,
 }
 
 // Open connects, creates the database and tables if missing.
@@ -169,8 +174,8 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 		return nil, err
 	}
 	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(c.MaxOpen)
-	db.SetMaxIdleConns(c.MaxOpen)
+	db.SetMaxOpenConns(c.MaxOpen + 1) // +1: the owner session's (owners.go)
+	db.SetMaxIdleConns(c.MaxOpen + 1)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	for _, s := range schema {
 		if _, err := db.ExecContext(ctx, s); err != nil {
@@ -182,7 +187,10 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 }
 
 // Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.closeOwner()
+	return s.db.Close()
+}
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

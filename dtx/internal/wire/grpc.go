@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"net"
 	"strings"
 	"sync"
 
@@ -41,11 +42,14 @@ var _ encoding.Codec = RawCodec{}
 // grpcConns keeps one client connection per branch server; gRPC
 // multiplexes the calls on it.
 type grpcConns struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	policy *HostPolicy
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
 }
 
-func newGRPCConns() *grpcConns { return &grpcConns{conns: map[string]*grpc.ClientConn{}} }
+func newGRPCConns(p *HostPolicy) *grpcConns {
+	return &grpcConns{policy: p, conns: map[string]*grpc.ClientConn{}}
+}
 
 func (g *grpcConns) get(server string) (*grpc.ClientConn, error) {
 	g.mu.Lock()
@@ -62,6 +66,9 @@ func (g *grpcConns) get(server string) (*grpc.ClientConn, error) {
 	}
 	c, err := grpc.NewClient("passthrough:///"+target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return g.policy.dialer(0)(ctx, "tcp", addr)
+		}),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(RawCodec{})))
 	if err != nil {
 		return nil, err

@@ -28,6 +28,8 @@ import (
 type branchClient struct {
 	fallback *http.Client
 	maxIdle  int // per host
+	// dial connects (the host policy's dialer; nil: a plain dial).
+	dial func(ctx context.Context, d *net.Dialer, network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
 	idle   map[string][]*branchConn
@@ -130,7 +132,13 @@ func (bc *branchClient) get(ctx context.Context, host string, deadline time.Time
 	}
 	bc.mu.Unlock()
 	d := net.Dialer{Deadline: deadline}
-	c, err := d.DialContext(ctx, "tcp", host)
+	var c net.Conn
+	var err error
+	if bc.dial != nil {
+		c, err = bc.dial(ctx, &d, "tcp", host)
+	} else {
+		c, err = d.DialContext(ctx, "tcp", host)
+	}
 	if err != nil {
 		return nil, false, err
 	}

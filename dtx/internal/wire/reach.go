@@ -11,13 +11,16 @@ import (
 // recently, so that submit can refuse an unreachable URL before anything is
 // stored, at the cost of one dial per host every reachableTTL.
 type reachability struct {
-	mu sync.Mutex
-	ok map[string]time.Time
+	policy *HostPolicy
+	mu     sync.Mutex
+	ok     map[string]time.Time
 }
 
 const reachableTTL = 30 * time.Second
 
-func newReachability() *reachability { return &reachability{ok: map[string]time.Time{}} }
+func newReachability(p *HostPolicy) *reachability {
+	return &reachability{policy: p, ok: map[string]time.Time{}}
+}
 
 func (r *reachability) check(ctx context.Context, host string) error {
 	r.mu.Lock()
@@ -27,7 +30,7 @@ func (r *reachability) check(ctx context.Context, host string) error {
 		return nil
 	}
 	d := net.Dialer{Timeout: 2 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", host)
+	conn, err := r.policy.DialContext(ctx, &d, "tcp", host)
 	if err != nil {
 		return err
 	}

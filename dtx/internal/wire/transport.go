@@ -7,25 +7,37 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Transport is the Caller for dtm's protocols: plain HTTP, JSON-RPC over
 // HTTP, and gRPC.
 type Transport struct {
-	http  *branchClient
-	grpc  *grpcConns
-	reach *reachability
+	http   *branchClient
+	grpc   *grpcConns
+	reach  *reachability
+	policy *HostPolicy
 }
 
-// New returns a Transport with no connections yet.
-func New() *Transport {
+// New returns a Transport with no connections yet. Every connection it
+// makes (branch calls over HTTP, HTTPS and gRPC, the reachability probe)
+// goes through policy's dialer; nil is the default policy.
+func New(policy *HostPolicy) *Transport {
+	if policy == nil {
+		policy = &HostPolicy{}
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 512
+	tr.Proxy = nil // a proxy would dial for us, past the policy
+	tr.DialContext = policy.dialer(30 * time.Second)
+	bc := newBranchClient(&http.Client{Transport: tr}, 512)
+	bc.dial = policy.DialContext
 	return &Transport{
-		http:  newBranchClient(&http.Client{Transport: tr}, 512),
-		grpc:  newGRPCConns(),
-		reach: newReachability(),
+		http:   bc,
+		grpc:   newGRPCConns(policy),
+		reach:  newReachability(policy),
+		policy: policy,
 	}
 }
 
@@ -161,14 +173,31 @@ func (t *Transport) Check(ctx context.Context, s, protocol string, probe bool) e
 	if err := CheckURL(s, protocol); err != nil {
 		return err
 	}
+	host, err := urlHostPort(s, protocol)
+	if err != nil {
+		return err
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		if err := t.policy.AllowHost(h); err != nil {
+			return fmt.Errorf("branch URL %s: %v", s, err)
+		}
+	}
 	if !probe {
 		return nil
 	}
+	if err := t.reach.check(ctx, host); err != nil {
+		return fmt.Errorf("branch URL %s is unreachable: %v", s, err)
+	}
+	return nil
+}
+
+// urlHostPort is the host:port a branch URL connects to.
+func urlHostPort(s, protocol string) (string, error) {
 	var host string
 	if isHTTP(s, protocol) {
 		u, err := branchURLs.get(s)
 		if err != nil {
-			return err
+			return "", err
 		}
 		host = u.Host
 		if u.Port() == "" {
@@ -184,8 +213,5 @@ func (t *Transport) Check(ctx context.Context, s, protocol string, probe bool) e
 			host = net.JoinHostPort(host, "443") // gRPC's default port
 		}
 	}
-	if err := t.reach.check(ctx, host); err != nil {
-		return fmt.Errorf("branch URL %s is unreachable: %v", s, err)
-	}
-	return nil
+	return host, nil
 }
