@@ -45,13 +45,16 @@ func cobraErrorsAsSluice(root *cobra.Command) {
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 			hint = "did you mean 'sluice " + s[0] + "'?"
 		}
-		return sluice.Errorf(sluice.ErrConfig, "sluice", hint, "unknown command %q", args[0])
+		return sluice.Errorf(sluice.ErrConfig, "command line", hint, "unknown command %q", args[0])
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
 
 // cmdName is the command as the user typed it, without "sluice ".
 func cmdName(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return "command line"
+	}
 	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 }
 
