@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,6 +64,8 @@ func DefaultDir() string {
 	return ".sluice"
 }
 
+var bufferPoolForm = regexp.MustCompile(`^[0-9]+[KMGkmg]?$`)
+
 // Validate checks the config.
 func (c Config) Validate() error {
 	bad := func(msg, hint string) error {
@@ -76,6 +79,11 @@ func (c Config) Validate() error {
 	}
 	if c.Dir == "" {
 		return bad("empty state directory", "set --dir or SLUICE_HOME")
+	}
+	// A size the server cannot read failed deep in mariadb-install-db, with
+	// its banner for a message and no fix.
+	if c.BufferPool != "" && !bufferPoolForm.MatchString(c.BufferPool) {
+		return bad("invalid buffer pool size "+strconv.Quote(c.BufferPool), "use --buffer-pool with a size such as 128M or 2G")
 	}
 	// A unix socket path is limited to 107 bytes.
 	if abs, _ := filepath.Abs(c.Dir); len(abs)+len(c.Name)+20 > 107 {

@@ -354,8 +354,11 @@ func (c *Config) Require(sections ...string) error {
 	}
 	for _, k := range sections {
 		if !c.present[k] {
-			return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s: is missing", sluice.ErrConfig, k),
-				Hint: "add " + k + ": {host: ..., port: ..., user: ..., password: ${VAR}} to the task file"}
+			hint := "add " + k + ": {host: ..., port: ..., user: ..., password: ${VAR}} to the task file"
+			if k == "serve" { // not an endpoint: it told serve to add host and port
+				hint = "add serve: {listen: 127.0.0.1:3310, server-id: N, users: [{user: U, password: ${VAR}}]} to the task file"
+			}
+			return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s: is missing", sluice.ErrConfig, k), Hint: hint}
 		}
 	}
 	return nil

@@ -70,6 +70,9 @@ which must sync before it answers: appendonly yes and appendfsync always, or
 several serve processes may share it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkDtxServeFlags(sec); err != nil {
+				return err
+			}
 			sec.grpcListen = grpcListen
 			sec.probeAsked = cmd.Flags().Changed("check-branch-urls") && cfg.CheckBranchURLs
 			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean, sec)
@@ -166,6 +169,11 @@ func openDtxStore(ctx context.Context, raw string) (dtx.Store, string, error) {
 			return nil, "", sluice.Errorf(sluice.ErrConfig, "dtx --store", "give a file: bolt:///path/file.db", "no file in %q", raw)
 		}
 		s, err := boltstore.Open(p)
+		if err != nil && !isSluiceError(err) {
+			// A directory that cannot be made, a file that is no bolt
+			// database: the store's error had no fix.
+			return nil, "", &sluice.Error{Op: "dtx --store " + p, Err: err, Hint: "give a bolt file this user can create and write, in a directory it can make: bolt:///path/file.db"}
+		}
 		return s, "bolt", err
 	case "mem":
 		// For tests and trying it out: nothing survives the process.
@@ -369,7 +377,7 @@ func dtxQuery(ctx context.Context, server, store, gid string) ([]byte, error) {
 	u := strings.TrimRight(server, "/") + "/api/dtmsvr/query?gid=" + url.QueryEscape(gid)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, err
+		return nil, &sluice.Error{Op: "dtx query " + gid, Err: fmt.Errorf("%w: --server %q: %v", sluice.ErrConfig, server, err), Hint: "give the coordinator's URL, e.g. --server http://127.0.0.1:36789"}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

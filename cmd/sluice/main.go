@@ -41,6 +41,7 @@ service, distributed transactions, and benchmarks against the usual peers.`,
 		root.AddCommand(f())
 	}
 	refuseUnknownSubcommands(root)
+	cobraErrorsAsSluice(root)
 	return root
 }
 

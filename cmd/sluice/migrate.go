@@ -85,6 +85,9 @@ func (f *fullFlags) loadTask(need ...string) (*task.Config, error) {
 			return nil, sluice.Errorf(sluice.ErrConfig, "--"+o.name, "give a positive number, or leave the flag out for the task file's value", "--%s %d is negative", o.name, o.v)
 		}
 	}
+	if err := checkCopyFlags(f); err != nil {
+		return nil, err
+	}
 	if f.threads > 0 {
 		cfg.Threads = f.threads
 	}
@@ -181,6 +184,12 @@ func addFullFlags(cmd *cobra.Command, f *fullFlags, dumpSide, loadSide bool) {
 }
 
 func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string, out io.Writer) error {
+	if err := checkMetricsAddr(cfg); err != nil {
+		return err
+	}
+	if err := refuseSelfCopy(ctx, cfg); err != nil {
+		return err
+	}
 	switch mode {
 	case "full", "all":
 	case "incremental":
@@ -206,6 +215,11 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 	// Everything the run needs is checked before it copies a row.
 	if err := precheck(ctx, cfg, mode, out); err != nil {
 		return err
+	}
+	if mode == "full" {
+		if err := refuseUnmatchedEarly(ctx, cfg, out); err != nil {
+			return err
+		}
 	}
 	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
 	if err != nil {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -100,6 +103,12 @@ func recordHandle(cfg *task.Config, action, gtid, position string, sqls []string
 		if _, err := schema.NewTracker().Parse(strings.Join(sqls, ";\n")); err != nil {
 			return bad(fmt.Sprintf("--sql does not parse: %v", err), "give DDL that MySQL's grammar reads (the schema tracker uses TiDB's parser); for MariaDB-only syntax make the change on the target by hand and use sluice skip")
 		}
+	}
+	// A task that never ran stopped at nothing: a handle recorded for it
+	// (a typo, the wrong task file) would skip whichever transaction
+	// carries that GTID once the task runs, in silence.
+	if _, err := os.Stat(filepath.Join(cfg.Dir, replicate.StatusFile)); errors.Is(err, os.ErrNotExist) && !force {
+		return bad("the task has never run, so it stopped at no statement", "run this with the task file of the task that stopped; or pass --force to record it for a task that has not run")
 	}
 	if st, err := replicate.ReadStatus(cfg.Dir); err == nil && st.Error != "" && !force {
 		// The last error names the statement the task stopped at: a typo
