@@ -67,6 +67,9 @@ type Task struct {
 	prevTxns  uint64
 	// clocks time the pipeline's stages (stages.go).
 	clocks pipelineClocks
+	// own is the server id that marks the task's own writes when its
+	// target is its source (ownwrites.go); 0 otherwise.
+	own uint32
 }
 
 type pendingTxn struct {
@@ -158,6 +161,13 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 	bcfg.Flavor = flavor
 	bcfg.ServerTLS = info.TLS
 	t.cfg.Relay.Flavor, t.cfg.Decode.Flavor = flavor, flavor
+	own, err := t.markOwnWrites(ctx, bcfg.ServerID) // ownwrites.go
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.own = own
+	t.mu.Unlock()
 
 	db, err := apply.OpenTarget(ctx, t.cfg.Target, t.cfg.Apply.Workers)
 	if err != nil {
@@ -509,6 +519,9 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 	defer watch.Wait()
 	defer stopRead()
 	defer t.clocks.decode.End(t.clocks.decode.Begin())
+	t.mu.Lock()
+	own := ownWrites{id: t.own}
+	t.mu.Unlock()
 	for {
 		ev, p, err := r.Next(rctx)
 		if err != nil {
@@ -519,6 +532,9 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 		}
 		t.events.Add(1)
 		t.setRead(p)
+		if !own.keep(ev) {
+			continue
+		}
 		items, err := dec.Feed(ev, p)
 		if err != nil {
 			// Pause: everything before the failing event is applied.

@@ -182,6 +182,7 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 		add(checkResult{Name: "target connection", Status: "pass", Detail: cfg.Target.String()})
 		add(targetWritable(ctx, dst, cfg))
 		if src != nil {
+			add(sameServerCheck(ctx, src, dst, cfg, mode)) // sameserver.go
 			add(targetTriggers(ctx, src, dst, cfg))
 		}
 		if src != nil && mode != "incremental" {

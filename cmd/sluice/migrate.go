@@ -207,6 +207,9 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 	if err := precheck(ctx, cfg, mode, out); err != nil {
 		return err
 	}
+	if err := markOwnCopy(ctx, cfg, mode, out); err != nil { // sameserver.go
+		return err
+	}
 	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
 	if err != nil {
 		return err
