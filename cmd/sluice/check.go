@@ -183,6 +183,7 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 		add(targetWritable(ctx, dst, cfg))
 		if src != nil {
 			add(sameServerCheck(ctx, src, dst, cfg, mode)) // sameserver.go
+			add(routeCheck(ctx, src, cfg))                 // routecheck.go
 			add(targetTriggers(ctx, src, dst, cfg))
 		}
 		if src != nil && mode != "incremental" {
@@ -199,6 +200,7 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 	if replicating {
 		add(relayDisk(cfg))
 	}
+	add(metricsAddrCheck(cfg)) // routecheck.go
 	return res
 }
 
