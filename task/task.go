@@ -399,6 +399,14 @@ func (c *Config) Validate() error {
 		if r.Schema == "" || r.TargetSchema == "" {
 			return bad(fmt.Sprintf("routes[%d]", i), "needs schema and target-schema")
 		}
+		for _, part := range []struct{ key, p string }{{"schema", r.Schema}, {"table", r.Table}} {
+			if part.p == "" {
+				continue
+			}
+			if _, err := compilePart(part.p); err != nil {
+				return bad(fmt.Sprintf("routes[%d].%s %q", i, part.key, part.p), err.Error())
+			}
+		}
 		if err := CheckName(fmt.Sprintf("routes[%d].target-schema", i), r.TargetSchema); err != nil {
 			return err
 		}

@@ -218,9 +218,12 @@ func copyPrivileges(ctx context.Context, db *sql.DB, cfg *task.Config) checkResu
 		r.Fix = "on the source: GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT ON *.* TO the source user"
 		return r
 	}
-	for _, p := range cfg.Tables.Include {
-		s, _, _ := strings.Cut(p, ".")
-		ok, err := maySelect(ctx, db, s)
+	for _, cp := range cfg.IncludePatterns() {
+		p, s := cp.Text, cp.SchemaPart()
+		if n := cp.SchemaName(); n != "" {
+			s = n
+		}
+		ok, err := maySelect(ctx, db, cp)
 		if err != nil {
 			return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))
 		}
