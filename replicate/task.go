@@ -378,7 +378,7 @@ func (t *Task) applyLoop(ctx context.Context, rlog *relay.Log, db *sql.DB) error
 		func(err error, wait time.Duration) {
 			t.restarts.Add(1)
 			t.setStage(StageRetrying, err)
-			t.logf("applier stopped (%v); restarting from the checkpoint in %s", oneLine(err), wait)
+			t.logf("%s", retryNote(err, wait.String())) // readonly.go
 		})
 }
 
@@ -574,7 +574,7 @@ func retryable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if dbconn.IsRetryable(err) || errors.Is(err, sluice.ErrUnreachable) || errors.Is(err, mysql.ErrInvalidConn) {
+	if dbconn.IsRetryable(err) || errors.Is(err, sluice.ErrUnreachable) || errors.Is(err, mysql.ErrInvalidConn) || targetReadOnly(err) {
 		return true
 	}
 	var me *mysql.MySQLError
