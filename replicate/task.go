@@ -67,6 +67,12 @@ type Task struct {
 	prevTxns  uint64
 	// clocks time the pipeline's stages (stages.go).
 	clocks pipelineClocks
+	// metOn says where the metrics are served, for the start line.
+	metOn string
+	// pausedAt and pausedLag: when the task was paused and its lag then
+	// (pausestatus.go).
+	pausedAt  time.Time
+	pausedLag float64
 	// own is the server id that marks the task's own writes when its
 	// target is its source (ownwrites.go); 0 otherwise.
 	own uint32
@@ -107,12 +113,19 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 		return err
 	}
 	defer unlock()
+	// The metrics outlive each run: a paused task keeps serving them
+	// (pausestatus.go), so its alerts see it paused, not gone.
+	m, err := t.openMetrics()
+	if err != nil {
+		return err
+	}
+	defer m.close()
 	for {
 		rctx, cancel := context.WithCancel(ctx)
 		t.mu.Lock()
 		t.runCancel = cancel
 		t.mu.Unlock()
-		err = t.run(rctx, start)
+		err = t.run(rctx, start, m)
 		cancel()
 		t.mu.Lock()
 		resumed := t.paused
@@ -127,12 +140,7 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 			break
 		}
 		err = nil
-		t.setStage(StagePaused, nil)
-		_ = WriteStatus(t.cfg.Dir, t.Status())
-		t.logf("paused; sluice resume --config continues")
-		select {
-		case <-ctx.Done():
-		case <-resumed:
+		if t.whilePaused(ctx, resumed, m) { // pausestatus.go
 			t.logf("resumed")
 			continue
 		}
@@ -147,7 +155,7 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 	return err
 }
 
-func (t *Task) run(ctx context.Context, start *sluice.Position) error {
+func (t *Task) run(ctx context.Context, start *sluice.Position, m *metrics) error {
 	bcfg := t.cfg.Binlog
 	bcfg.Source = t.cfg.Source
 	if bcfg.Notify == nil {
@@ -198,30 +206,9 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 	t.rlog = rlog
 	t.mu.Unlock()
 
-	m, err := newMetrics(t.cfg.Name, t.cfg.Registerer)
-	if err != nil {
-		return err
-	}
-	defer m.close()
-	if err := m.register(newStageCollector(t.cfg.Name, &t.clocks)); err != nil {
-		return err
-	}
 	t.mu.Lock()
-	t.met = m
+	metOn := t.metOn
 	t.mu.Unlock()
-	metOn := "the worker's endpoint"
-	if t.cfg.MetricsAddr != "" && t.cfg.Registerer == nil {
-		addr, err := m.serve(t.cfg.MetricsAddr)
-		if err != nil {
-			return err
-		}
-		t.mu.Lock()
-		t.metAddr = addr
-		t.mu.Unlock()
-		metOn = addr
-	} else if t.cfg.Registerer == nil {
-		metOn = "none"
-	}
 	t.logf("source %s (%s), target %s, from %s; relay in %s; metrics on %s", t.cfg.Source, flavor, t.cfg.Target, pos, t.cfg.Relay.Dir, metOn)
 	if t.cfg.Serve != nil {
 		// The applier's checkpoint and the readers of the dumps both hold
@@ -673,6 +660,9 @@ func (t *Task) Status() Status {
 		}
 	}
 	t.relaySourceLocked(now, &s)
+	if lag, ok := t.pausedLagLocked(now); ok {
+		s.LagSeconds = lag
+	}
 	if t.srv != nil {
 		s.Serve = &ServeStatus{Addr: t.srvAddr, Replicas: t.srv.Stats()}
 	}
