@@ -182,6 +182,12 @@ func (t *Task) run(ctx context.Context, start *sluice.Position, m *metrics) erro
 		return err
 	}
 	defer db.Close()
+	// Before the binlog dump: a live process that runs this task from
+	// another dir holds its fence on the target, and a dump with the same
+	// server-id would cut that process's dump off again and again.
+	if err := waitFence(ctx, db, t.cfg.Name, 2*time.Minute); err != nil {
+		return err
+	}
 	pos, err := t.startPosition(ctx, db, start, info, bcfg)
 	if err != nil {
 		return err
