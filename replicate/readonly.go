@@ -15,6 +15,12 @@ import (
 // for it with backoff instead of stopping the task, and resumes from its
 // checkpoint once the target takes writes again.
 func targetReadOnly(err error) bool {
+	if err == nil {
+		return false
+	}
+	if strings.Contains(err.Error(), "the server is read-only (read_only=ON)") {
+		return true // dbconn.Classify's form of the same errors
+	}
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
 		return false

@@ -21,7 +21,6 @@ import (
 	"github.com/sluice-db/sluice/binlog"
 	"github.com/sluice-db/sluice/decode"
 	"github.com/sluice-db/sluice/internal/dbconn"
-	"github.com/sluice-db/sluice/internal/private"
 	"github.com/sluice-db/sluice/relay"
 	"github.com/sluice-db/sluice/schema"
 	"github.com/sluice-db/sluice/serve"
@@ -105,10 +104,7 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 	t.mu.Lock()
 	t.started = time.Now()
 	t.mu.Unlock()
-	if err := private.MkdirAll(t.cfg.Dir); err != nil {
-		return fmt.Errorf("replicate: %w", err)
-	}
-	unlock, err := lockDir(t.cfg.Dir, t.cfg.Name)
+	unlock, err := prepareDir(t.cfg.Dir, t.cfg.Name) // taskdir.go
 	if err != nil {
 		return err
 	}

@@ -256,6 +256,9 @@ func Classify(err error, role string, ep sluice.Endpoint) error {
 		}
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	if e := tlsRefusal(err, role, ep); e != nil { // tlserr.go
+		return e
+	}
 	if isUnreachable(err) {
 		return &sluice.Error{Op: "connect to " + op, Err: fmt.Errorf("%w: %v", sluice.ErrUnreachable, oneLine(err)),
 			Hint: "check that the server is running and " + fields(role, "host", "port") + " name it"}
