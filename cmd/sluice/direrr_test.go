@@ -43,7 +43,7 @@ func TestDirAndTLSRefusalsHaveAFix(t *testing.T) {
 	}
 	cases := []struct {
 		name, dir, tls string
-		want, fix  string
+		want, fix      string
 	}{
 		{"dir is a file", file, "", "dir: names a file", "set dir: in the task file to a directory path"},
 		{"dir is a file (under it)", filepath.Join(file, "sub"), "", "dir: names a file", "set dir: in the task file to a directory path"},
