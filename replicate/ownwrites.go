@@ -31,10 +31,10 @@ func (t *Task) markOwnWrites(ctx context.Context, serverID uint32) (uint32, erro
 	db, err := dbconn.Open(ctx, "target", ep, dbconn.Options{MaxOpen: 1})
 	if err != nil {
 		var me *mysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1238) {
+		if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1238) || errors.Is(err, sluice.ErrPrivilege) {
 			return 0, &sluice.Error{Op: "replicate " + t.cfg.Name,
-				Err: fmt.Errorf("%w: the target is the source (%s); sluice marks its own writes there with server_id %d so that it does not replicate them again, and target user %q may not set it: %v",
-					sluice.ErrPrivilege, id, serverID, ep.User, me.Message),
+				Err: fmt.Errorf("%w: the target is the source (%s); sluice marks its own writes there with server_id %d so that it does not replicate them again, and target user %q may not set it",
+					sluice.ErrPrivilege, id, serverID, ep.User),
 				Hint: "on the server: GRANT BINLOG REPLAY ON *.* TO the target user (MariaDB; SUPER also works), or replicate to another server"}
 		}
 		return 0, err

@@ -88,10 +88,10 @@ func canMarkOwn(ctx context.Context, cfg *task.Config, id uint32) error {
 		return nil
 	}
 	var me *mysql.MySQLError
-	if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1238) {
+	if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1238) || errors.Is(err, sluice.ErrPrivilege) {
 		return &sluice.Error{Op: "target " + cfg.Target.Addr(),
-			Err: fmt.Errorf("%w: the target is the source; sluice marks its own writes there with server_id %d so that replication does not apply them again, and target user %q may not set it: %s",
-				sluice.ErrPrivilege, id, cfg.Target.User, me.Message),
+			Err: fmt.Errorf("%w: the target is the source; sluice marks its own writes there with server_id %d so that replication does not apply them again, and target user %q may not set it",
+				sluice.ErrPrivilege, id, cfg.Target.User),
 			Hint: "on the server: GRANT BINLOG REPLAY ON *.* TO the target user (MariaDB; SUPER also works), or replicate to another server"}
 	}
 	return err
