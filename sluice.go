@@ -22,6 +22,12 @@ type Endpoint struct {
 	Socket string `yaml:"socket,omitempty" json:"socket,omitempty"`
 	// TLS says how connections to this server are encrypted.
 	TLS TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
+	// SessionServerID, when not zero, is set as the session's server_id on
+	// every connection: a task whose target is its source marks its own
+	// writes with it, so that its binlog reader knows them and does not
+	// replicate them again (a native replica's replicate_same_server_id=0).
+	// Never read from a task file.
+	SessionServerID uint32 `yaml:"-" json:"-"`
 }
 
 // TLS is an endpoint's TLS settings, as the MySQL client's --ssl-mode and

@@ -216,6 +216,9 @@ func TestReaderReconnectsAfterKillAndRestart(t *testing.T) {
 	got += countRows(collect(t, r, masterStatus(t, db)))
 
 	// Restart the server: a new binlog file; the reader follows.
+	mu.Lock()
+	beforeRestart := len(notes)
+	mu.Unlock()
 	if err := inst.Stop(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +247,67 @@ func TestReaderReconnectsAfterKillAndRestart(t *testing.T) {
 	if lost < 2 || back < 2 {
 		t.Fatalf("logged %d lost connections and %d reconnects, want 2 each:\n%s", lost, back, strings.Join(notes, "\n"))
 	}
+	// A planned restart is no sign of another replica with our server-id.
+	for _, n := range notes[beforeRestart:] {
+		if strings.Contains(n, "server-id") {
+			t.Errorf("after a planned restart the note suggests a duplicate server-id: %s", n)
+		}
+	}
+}
+
+// TestReconnectNamesDuplicateServerID: a second reader with the same
+// server id makes the source end the first one's dump; only then does
+// the reconnect note name the server-id.
+func TestReconnectNamesDuplicateServerID(t *testing.T) {
+	db := sandboxtest.MustOpen(t, src, "")
+	start := masterStatus(t, db)
+	cfg := config(src)
+	cfg.ServerID = 4100000123
+	var mu sync.Mutex
+	var notes []string
+	cfg.Notify = func(format string, args ...any) {
+		mu.Lock()
+		notes = append(notes, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	r1, err := binlog.NewReader(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	if err := r1.Start(context.Background(), sluice.Position{File: start.File, Pos: start.Pos}); err != nil {
+		t.Fatal(err)
+	}
+	collect(t, r1, start)
+	cfg2 := cfg
+	cfg2.Notify = nil
+	r2, err := binlog.NewReader(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Start(context.Background(), sluice.Position{File: start.File, Pos: start.Pos}); err != nil {
+		t.Fatal(err)
+	}
+	// r1 is cut off; wait until it has reconnected once, then stop r2.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if n, _ := r1.Reconnects(); n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first reader never lost its connection to the second")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r2.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range notes {
+		if strings.Contains(n, "reconnected to the source") && strings.Contains(n, "server-id 4100000123") {
+			return
+		}
+	}
+	t.Fatalf("no reconnect note names the duplicate server-id:\n%s", strings.Join(notes, "\n"))
 }
 
 // TestReaderStartsWhileSourceIsDown: a source that goes down between

@@ -214,6 +214,7 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 		// The note comes first: closing a syncer whose source went silent
 		// waits for its KILL connection to time out too.
 		r.notify("binlog: connection to the source lost at %s: %v; reconnecting", r.Next(), oneLine(err))
+		lost := err
 		if s != nil {
 			s.Close()
 		}
@@ -239,7 +240,7 @@ func (r *Reader) run(ctx context.Context, s *replication.BinlogSyncer, st *repli
 				r.reconnects++
 				n := r.reconnects
 				r.mu.Unlock()
-				r.notify("binlog: reconnected to the source at %s after %d attempt(s) (%d reconnects so far; many in a short time suggest another replica with server-id %d)", r.Next(), failures, n, r.cfg.ServerID)
+				r.notify("%s", reconnectNote(r.Next(), failures, n, r.cfg.ServerID, lost)) // reconnectnote.go
 				break
 			}
 			if ctx.Err() != nil {

@@ -83,10 +83,7 @@ type heldLock struct {
 // and load. Two processes never run one task at once; the second is
 // refused with the first one's pid. The returned func releases it.
 func LockTask(dir, name string) (func(), error) {
-	if err := private.MkdirAll(dir); err != nil {
-		return nil, fmt.Errorf("task %s: %w", name, err)
-	}
-	return lockDir(dir, name)
+	return prepareDir(dir, name) // taskdir.go
 }
 
 func lockFile(dir, name string) (*os.File, error) {

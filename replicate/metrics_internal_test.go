@@ -1,11 +1,13 @@
 package replicate
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -182,5 +184,43 @@ func TestSinkTaskServesItsOwnMetrics(t *testing.T) {
 	if resp, err := http.Get("http://" + on + "/metrics"); err == nil {
 		resp.Body.Close()
 		t.Errorf("metrics still served after the run ended")
+	}
+}
+
+// TestSinkStatusHasRates: the Kafka sink task's status showed 0 events/s
+// while its totals grew; its status loop now measures the rates as the
+// replication task's does.
+func TestSinkStatusHasRates(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig("rates", dir)
+	cfg.Source = sluice.Endpoint{Host: "127.0.0.1", Port: 1, User: "root"}
+	cfg.MetricsAddr = ""
+	cfg.StatusEvery = 50 * time.Millisecond
+	kc := kafka.DefaultConfig("rates")
+	kc.Brokers, kc.TopicPrefix = []string{"127.0.0.1:1"}, "rates"
+	s, err := NewSinkTask(cfg, kc, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := s.startMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.statusLoop(ctx, nil, m) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.events.Add(100)
+		st, err := ReadStatus(dir)
+		if err == nil && st.Events > 0 && st.EventsPerSec > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after %d events: %+v (%v)", s.events.Load(), st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

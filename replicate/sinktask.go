@@ -44,6 +44,8 @@ type SinkTask struct {
 	// one that cannot reach the brokers at its start waits as well.
 	waitMu              sync.Mutex
 	waitSince, waitSaid time.Time
+	// rates over the last status interval (sinkrates.go)
+	rates rateClock
 }
 
 // Waits on Kafka shorter than kafkaWaitReport are normal (a leader
@@ -455,6 +457,7 @@ func (s *SinkTask) Status() Status {
 	st.Started, st.MetricsAddr = t.started.UTC(), t.metAddr
 	t.relaySourceLocked(now, &st)
 	t.mu.Unlock()
+	s.rates.fill(&st)
 	return st
 }
 
@@ -466,6 +469,7 @@ func (s *SinkTask) statusLoop(ctx context.Context, rlog *relay.Log, m *metrics) 
 	for {
 		s.checkWaiting()
 		st := s.Status()
+		s.rates.mark(time.Now(), st)
 		if st.Applied.File != "" {
 			rlog.SetApplied(st.Applied)
 		}

@@ -22,7 +22,6 @@ import (
 	"github.com/sluice-db/sluice/decode"
 	"github.com/sluice-db/sluice/internal/backoff"
 	"github.com/sluice-db/sluice/internal/dbconn"
-	"github.com/sluice-db/sluice/internal/private"
 	"github.com/sluice-db/sluice/relay"
 	"github.com/sluice-db/sluice/schema"
 	"github.com/sluice-db/sluice/serve"
@@ -68,6 +67,15 @@ type Task struct {
 	prevTxns  uint64
 	// clocks time the pipeline's stages (stages.go).
 	clocks pipelineClocks
+	// metOn says where the metrics are served, for the start line.
+	metOn string
+	// pausedAt and pausedLag: when the task was paused and its lag then
+	// (pausestatus.go).
+	pausedAt  time.Time
+	pausedLag float64
+	// own is the server id that marks the task's own writes when its
+	// target is its source (ownwrites.go); 0 otherwise.
+	own uint32
 }
 
 type pendingTxn struct {
@@ -97,20 +105,24 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 	t.mu.Lock()
 	t.started = time.Now()
 	t.mu.Unlock()
-	if err := private.MkdirAll(t.cfg.Dir); err != nil {
-		return fmt.Errorf("replicate: %w", err)
-	}
-	unlock, err := lockDir(t.cfg.Dir, t.cfg.Name)
+	unlock, err := prepareDir(t.cfg.Dir, t.cfg.Name) // taskdir.go
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	// The metrics outlive each run: a paused task keeps serving them
+	// (pausestatus.go), so its alerts see it paused, not gone.
+	m, err := t.openMetrics()
+	if err != nil {
+		return err
+	}
+	defer m.close()
 	for {
 		rctx, cancel := context.WithCancel(ctx)
 		t.mu.Lock()
 		t.runCancel = cancel
 		t.mu.Unlock()
-		err = t.run(rctx, start)
+		err = t.run(rctx, start, m)
 		cancel()
 		t.mu.Lock()
 		resumed := t.paused
@@ -125,12 +137,7 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 			break
 		}
 		err = nil
-		t.setStage(StagePaused, nil)
-		_ = WriteStatus(t.cfg.Dir, t.Status())
-		t.logf("paused; sluice resume --config continues")
-		select {
-		case <-ctx.Done():
-		case <-resumed:
+		if t.whilePaused(ctx, resumed, m) { // pausestatus.go
 			t.logf("resumed")
 			continue
 		}
@@ -145,7 +152,7 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 	return err
 }
 
-func (t *Task) run(ctx context.Context, start *sluice.Position) error {
+func (t *Task) run(ctx context.Context, start *sluice.Position, m *metrics) error {
 	bcfg := t.cfg.Binlog
 	bcfg.Source = t.cfg.Source
 	if bcfg.Notify == nil {
@@ -159,12 +166,25 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 	bcfg.Flavor = flavor
 	bcfg.ServerTLS = info.TLS
 	t.cfg.Relay.Flavor, t.cfg.Decode.Flavor = flavor, flavor
+	own, err := t.markOwnWrites(ctx, bcfg.ServerID) // ownwrites.go
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.own = own
+	t.mu.Unlock()
 
 	db, err := apply.OpenTarget(ctx, t.cfg.Target, t.cfg.Apply.Workers)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	// Before the binlog dump: a live process that runs this task from
+	// another dir holds its fence on the target, and a dump with the same
+	// server-id would cut that process's dump off again and again.
+	if err := waitFence(ctx, db, t.cfg.Name, 2*time.Minute); err != nil {
+		return err
+	}
 	pos, err := t.startPosition(ctx, db, start, info, bcfg)
 	if err != nil {
 		return err
@@ -189,30 +209,9 @@ func (t *Task) run(ctx context.Context, start *sluice.Position) error {
 	t.rlog = rlog
 	t.mu.Unlock()
 
-	m, err := newMetrics(t.cfg.Name, t.cfg.Registerer)
-	if err != nil {
-		return err
-	}
-	defer m.close()
-	if err := m.register(newStageCollector(t.cfg.Name, &t.clocks)); err != nil {
-		return err
-	}
 	t.mu.Lock()
-	t.met = m
+	metOn := t.metOn
 	t.mu.Unlock()
-	metOn := "the worker's endpoint"
-	if t.cfg.MetricsAddr != "" && t.cfg.Registerer == nil {
-		addr, err := m.serve(t.cfg.MetricsAddr)
-		if err != nil {
-			return err
-		}
-		t.mu.Lock()
-		t.metAddr = addr
-		t.mu.Unlock()
-		metOn = addr
-	} else if t.cfg.Registerer == nil {
-		metOn = "none"
-	}
 	t.logf("source %s (%s), target %s, from %s; relay in %s; metrics on %s", t.cfg.Source, flavor, t.cfg.Target, pos, t.cfg.Relay.Dir, metOn)
 	if t.cfg.Serve != nil {
 		// The applier's checkpoint and the readers of the dumps both hold
@@ -369,7 +368,7 @@ func (t *Task) applyLoop(ctx context.Context, rlog *relay.Log, db *sql.DB) error
 		func(err error, wait time.Duration) {
 			t.restarts.Add(1)
 			t.setStage(StageRetrying, err)
-			t.logf("applier stopped (%v); restarting from the checkpoint in %s", oneLine(err), wait)
+			t.logf("%s", retryNote(err, wait.String())) // readonly.go
 		})
 }
 
@@ -506,6 +505,9 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 	defer watch.Wait()
 	defer stopRead()
 	defer t.clocks.decode.End(t.clocks.decode.Begin())
+	t.mu.Lock()
+	own := ownWrites{id: t.own}
+	t.mu.Unlock()
 	for {
 		ev, p, err := r.Next(rctx)
 		if err != nil {
@@ -516,6 +518,9 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 		}
 		t.events.Add(1)
 		t.setRead(p)
+		if !own.keep(ev) {
+			continue
+		}
 		items, err := dec.Feed(ev, p)
 		if err != nil {
 			// Pause: everything before the failing event is applied.
@@ -555,7 +560,7 @@ func retryable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if dbconn.IsRetryable(err) || errors.Is(err, sluice.ErrUnreachable) || errors.Is(err, mysql.ErrInvalidConn) {
+	if dbconn.IsRetryable(err) || errors.Is(err, sluice.ErrUnreachable) || errors.Is(err, mysql.ErrInvalidConn) || targetReadOnly(err) {
 		return true
 	}
 	var me *mysql.MySQLError
@@ -654,6 +659,9 @@ func (t *Task) Status() Status {
 		}
 	}
 	t.relaySourceLocked(now, &s)
+	if lag, ok := t.pausedLagLocked(now); ok {
+		s.LagSeconds = lag
+	}
 	if t.srv != nil {
 		s.Serve = &ServeStatus{Addr: t.srvAddr, Replicas: t.srv.Stats()}
 	}

@@ -1,8 +1,6 @@
 package task
 
 import (
-	"fmt"
-	"path"
 	"strings"
 
 	"github.com/sluice-db/sluice"
@@ -16,30 +14,18 @@ import (
 var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "performance_schema": true, "sys": true, "sluice_meta": true}
 
 func splitPattern(p string) (schema, table string, err error) {
-	i := strings.IndexByte(p, '.')
-	if i <= 0 || i == len(p)-1 {
-		return "", "", fmt.Errorf("must be schema.table, e.g. \"db.*\"")
-	}
-	schema, table = p[:i], p[i+1:]
-	if _, err := path.Match(schema, ""); err != nil {
+	c, err := cachedPattern(p)
+	if err != nil {
 		return "", "", err
 	}
-	if _, err := path.Match(table, ""); err != nil {
-		return "", "", err
-	}
-	return schema, table, nil
+	i, _ := splitAt(p)
+	return c.SchemaPart(), p[i+1:], nil
 }
 
 func match(patterns []string, t sluice.TableRef) bool {
 	for _, p := range patterns {
-		s, tb, err := splitPattern(p)
-		if err != nil {
-			continue
-		}
-		if ok, _ := path.Match(strings.ToLower(s), strings.ToLower(t.Schema)); !ok {
-			continue
-		}
-		if ok, _ := path.Match(strings.ToLower(tb), strings.ToLower(t.Name)); ok {
+		c, err := cachedPattern(p)
+		if err == nil && c.Match(t.Schema, t.Name) {
 			return true
 		}
 	}
@@ -61,10 +47,8 @@ func (c *Config) SchemaSelected(schema string) bool {
 		return false
 	}
 	for _, p := range c.Tables.Include {
-		if s, _, err := splitPattern(p); err == nil {
-			if ok, _ := path.Match(strings.ToLower(s), strings.ToLower(schema)); ok {
-				return true
-			}
+		if cp, err := cachedPattern(p); err == nil && cp.MatchSchema(schema) {
+			return true
 		}
 	}
 	return false
@@ -74,14 +58,14 @@ func (c *Config) SchemaSelected(schema string) bool {
 // wins; without one the name is unchanged.
 func (c *Config) Route(t sluice.TableRef) sluice.TableRef {
 	for _, r := range c.Routes {
-		if ok, _ := path.Match(strings.ToLower(r.Schema), strings.ToLower(t.Schema)); !ok {
+		if !MatchPart(r.Schema, t.Schema) {
 			continue
 		}
 		tp := r.Table
 		if tp == "" {
 			tp = "*"
 		}
-		if ok, _ := path.Match(strings.ToLower(tp), strings.ToLower(t.Name)); !ok {
+		if !MatchPart(tp, t.Name) {
 			continue
 		}
 		out := sluice.TableRef{Schema: r.TargetSchema, Name: t.Name}
@@ -100,9 +84,20 @@ func (c *Config) RouteSchema(schema string) string {
 		if r.Table != "" && r.Table != "*" {
 			continue
 		}
-		if ok, _ := path.Match(strings.ToLower(r.Schema), strings.ToLower(schema)); ok {
+		if MatchPart(r.Schema, schema) {
 			return r.TargetSchema
 		}
 	}
 	return schema
+}
+
+// IncludePatterns are tables.include compiled (Validate has checked them).
+func (c *Config) IncludePatterns() []Pattern {
+	out := make([]Pattern, 0, len(c.Tables.Include))
+	for _, p := range c.Tables.Include {
+		if cp, err := cachedPattern(p); err == nil {
+			out = append(out, cp)
+		}
+	}
+	return out
 }

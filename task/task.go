@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -401,6 +402,22 @@ func (c *Config) Validate() error {
 		if r.Schema == "" || r.TargetSchema == "" {
 			return bad(fmt.Sprintf("routes[%d]", i), "needs schema and target-schema")
 		}
+		for _, part := range []struct{ key, p string }{{"schema", r.Schema}, {"table", r.Table}} {
+			if part.p == "" {
+				continue
+			}
+			if _, err := compilePart(part.p); err != nil {
+				return bad(fmt.Sprintf("routes[%d].%s %q", i, part.key, part.p), err.Error())
+			}
+		}
+		if err := CheckName(fmt.Sprintf("routes[%d].target-schema", i), r.TargetSchema); err != nil {
+			return err
+		}
+		if r.TargetTable != "" {
+			if err := CheckName(fmt.Sprintf("routes[%d].target-table", i), r.TargetTable); err != nil {
+				return err
+			}
+		}
 	}
 	if c.Threads < 1 || c.Threads > 256 {
 		return bad("threads", fmt.Sprintf("is %d (1-256)", c.Threads))
@@ -511,6 +528,24 @@ func (c *Config) Validate() error {
 		if _, err := c.Serve.Retain.RetainBytes(); err != nil {
 			return bad("serve.retain.size", err.Error())
 		}
+	}
+	return nil
+}
+
+// MaxNameLen is the longest schema or table name MySQL and MariaDB take,
+// in characters.
+const MaxNameLen = 64
+
+// CheckName refuses a name the target could not create, so that a route
+// to it fails before the copy creates any table, not after.
+func CheckName(field, name string) error {
+	if n := utf8.RuneCountInString(name); n > MaxNameLen {
+		return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s %q is %d characters; the server takes at most %d", sluice.ErrConfig, field, name, n, MaxNameLen),
+			Hint: fmt.Sprintf("route to a name of at most %d characters", MaxNameLen)}
+	}
+	if strings.HasSuffix(name, " ") {
+		return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s %q ends with a space, which the server refuses", sluice.ErrConfig, field, name),
+			Hint: "route to a name without trailing spaces"}
 	}
 	return nil
 }

@@ -190,6 +190,8 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 		add(checkResult{Name: "target connection", Status: "pass", Detail: cfg.Target.String()})
 		add(targetWritable(ctx, dst, cfg))
 		if src != nil {
+			add(sameServerCheck(ctx, src, dst, cfg, mode)) // sameserver.go
+			add(routeCheck(ctx, src, cfg))                 // routecheck.go
 			add(targetTriggers(ctx, src, dst, cfg))
 		}
 		if src != nil && mode != "incremental" {
@@ -206,6 +208,7 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 	if replicating {
 		add(relayDisk(cfg))
 	}
+	add(metricsAddrCheck(cfg)) // routecheck.go
 	return res
 }
 
@@ -223,9 +226,12 @@ func copyPrivileges(ctx context.Context, db *sql.DB, cfg *task.Config) checkResu
 		r.Fix = "on the source: GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION CLIENT ON *.* TO the source user"
 		return r
 	}
-	for _, p := range cfg.Tables.Include {
-		s, _, _ := strings.Cut(p, ".")
-		ok, err := maySelect(ctx, db, s)
+	for _, cp := range cfg.IncludePatterns() {
+		p, s := cp.Text, cp.SchemaPart()
+		if n := cp.SchemaName(); n != "" {
+			s = n
+		}
+		ok, err := maySelect(ctx, db, cp)
 		if err != nil {
 			return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))
 		}

@@ -62,6 +62,12 @@ func startCopyReporter(cfg *task.Config, ds *dump.Stats, l *load.Loader) *copyRe
 			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 			r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 			r.addr = ln.Addr().String()
+			if _, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+				// Any port (the default): replication, which serves the
+				// endpoint once the copy ends, takes the same one, so a
+				// scrape target set during the copy keeps working.
+				cfg.Incremental.MetricsAddr = r.addr
+			}
 			go func() { _ = r.srv.Serve(ln) }()
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -56,7 +55,7 @@ func runIncremental(ctx context.Context, cfg *task.Config, start *sluice.Positio
 				return
 			case <-tick.C:
 				s := t.Status()
-				lo.set(fitLine(fmt.Sprintf("%s lag %.1f s | %.0f events/s | %.0f txns/s | applied %s", s.Stage, s.LagSeconds, s.EventsPerSec, s.TxnsPerSec, s.Applied), termWidth(out)))
+				lo.set(liveLine(s, termWidth(out))) // liveline.go
 			}
 		}
 	}()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"path"
 	"strings"
 	"time"
 
@@ -220,6 +219,9 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 		if err := refuseUnmatchedEarly(ctx, cfg, out); err != nil {
 			return err
 		}
+	}
+	if err := markOwnCopy(ctx, cfg, mode, out); err != nil { // sameserver.go
+		return err
 	}
 	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
 	if err != nil {
@@ -441,22 +443,16 @@ func noMatch(cfg *task.Config, p string) error {
 // unmatched lists the include patterns that match none of tables.
 func unmatched(cfg *task.Config, tables []*dump.TablePlan) []string {
 	var out []string
-	for _, p := range cfg.Tables.Include {
-		s, t, ok := strings.Cut(p, ".")
-		if !ok {
-			continue
-		}
+	for _, p := range cfg.IncludePatterns() {
 		found := false
 		for _, tp := range tables {
-			ms, _ := path.Match(strings.ToLower(s), strings.ToLower(tp.Table.Ref.Schema))
-			mt, _ := path.Match(strings.ToLower(t), strings.ToLower(tp.Table.Ref.Name))
-			if ms && mt {
+			if p.Match(tp.Table.Ref.Schema, tp.Table.Ref.Name) {
 				found = true
 				break
 			}
 		}
 		if !found {
-			out = append(out, p)
+			out = append(out, p.Text)
 		}
 	}
 	return out
@@ -479,8 +475,15 @@ func checkSelected(ctx context.Context, cfg *task.Config, tables []*dump.TablePl
 	}
 	defer db.Close()
 	for _, p := range miss {
-		schema, _, _ := strings.Cut(p, ".")
-		can, err := maySelect(ctx, db, schema)
+		cp, err := task.ParsePattern(p)
+		if err != nil {
+			return err
+		}
+		schema := cp.SchemaPart()
+		if n := cp.SchemaName(); n != "" {
+			schema = n
+		}
+		can, err := maySelect(ctx, db, cp)
 		if err != nil {
 			return dbconn.Classify(err, "source", cfg.Source)
 		}
@@ -497,8 +500,8 @@ func checkSelected(ctx context.Context, cfg *task.Config, tables []*dump.TablePl
 }
 
 // maySelect reports whether the current user holds SELECT globally, on a
-// schema that schema (a glob) matches, or on a table in one.
-func maySelect(ctx context.Context, db *sql.DB, schema string) (bool, error) {
+// schema that the pattern's schema part matches, or on a table in one.
+func maySelect(ctx context.Context, db *sql.DB, p task.Pattern) (bool, error) {
 	var global int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'SELECT'").Scan(&global); err != nil {
 		return false, err
@@ -517,16 +520,39 @@ func maySelect(ctx context.Context, db *sql.DB, schema string) (bool, error) {
 		if err := rows.Scan(&s); err != nil {
 			return false, err
 		}
-		// A grant's schema may itself be a LIKE pattern (app\_%).
-		g := strings.NewReplacer(`\_`, "_", `\%`, "%", "%", "*", "_", "?").Replace(s)
-		if m, _ := path.Match(strings.ToLower(schema), strings.ToLower(g)); m {
+		if p.MatchSchema(s) {
 			return true, nil
 		}
-		if m, _ := path.Match(strings.ToLower(g), strings.ToLower(schema)); m {
+		// A grant's schema may itself be a LIKE pattern (app\_%).
+		if lit := p.SchemaName(); lit != "" && likeMatch(s, lit) {
 			return true, nil
 		}
 	}
 	return false, rows.Err()
+}
+
+// likeMatch matches name against a grant's schema, a LIKE pattern: % any
+// run, _ one character, \ escapes.
+func likeMatch(like, name string) bool {
+	var b strings.Builder
+	for i := 0; i < len(like); i++ {
+		switch c := like[i]; c {
+		case '\\':
+			if i+1 < len(like) {
+				i++
+				b.WriteString("\\" + string(like[i]))
+			}
+		case '%':
+			b.WriteByte('*')
+		case '_':
+			b.WriteByte('?')
+		case '*', '?', '[', '`':
+			b.WriteString("\\" + string(c))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return task.MatchPart(b.String(), name)
 }
 
 // summary is the final table, in the style of the DM benchmark report.

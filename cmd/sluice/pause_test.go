@@ -1,8 +1,13 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
@@ -50,6 +55,40 @@ func TestPauseResume(t *testing.T) {
 	sandboxtest.MustExec(t, db, "INSERT INTO psrc2.t VALUES (2)")
 	if st, _, _ := runCLI(t, "status", "--config", cfg); !strings.Contains(st, "paused") {
 		t.Fatalf("status while paused:\n%s", st)
+	}
+	// A paused task keeps its metrics endpoint (the shipped alert must
+	// see it paused, not gone), says paused, and its lag grows.
+	pausedMetrics := func() (float64, string) {
+		s, err := replicate.ReadStatus(dir)
+		if err != nil || s.MetricsAddr == "" {
+			t.Fatalf("status while paused: %v %+v", err, s)
+		}
+		resp, err := http.Get("http://" + s.MetricsAddr + "/metrics")
+		if err != nil {
+			t.Fatalf("metrics while paused: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := regexp.MustCompile(`(?m)^sluice_replication_lag_seconds\{[^}]*\} (\S+)$`).FindStringSubmatch(string(b))
+		if m == nil {
+			t.Fatalf("no lag in the metrics while paused:\n%s", b)
+		}
+		lag, _ := strconv.ParseFloat(m[1], 64)
+		return lag, string(b)
+	}
+	lag1, body := pausedMetrics()
+	if !regexp.MustCompile(`(?m)^sluice_replication_stage\{[^}]*stage="paused"[^}]*\} 1$`).MatchString(body) {
+		t.Errorf("the metrics do not say paused:\n%s", body)
+	}
+	for {
+		lag2, _ := pausedMetrics()
+		if lag2 > lag1+1 {
+			break
+		}
+		if r.exited() {
+			t.Fatalf("migrate stopped while paused: %v\n%s", r.err, r.out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if o, _, err := runCLI(t, "resume", "--config", cfg); err != nil || !strings.Contains(o, "running") {
 		t.Fatalf("resume: %v %q", err, o)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -81,6 +82,9 @@ func Config(ep sluice.Endpoint, o Options) *mysql.Config {
 	c.AllowAllFiles = false
 	c.Params = map[string]string{"time_zone": "'+00:00'"}
 	c.Collation = "utf8mb4_general_ci"
+	if ep.SessionServerID != 0 {
+		c.Params["server_id"] = strconv.FormatUint(uint64(ep.SessionServerID), 10)
+	}
 	for k, v := range o.Params {
 		c.Params[k] = v
 	}
@@ -251,6 +255,9 @@ func Classify(err error, role string, ep sluice.Endpoint) error {
 			}
 		}
 		return fmt.Errorf("%s: %w", op, err)
+	}
+	if e := tlsRefusal(err, role, ep); e != nil { // tlserr.go
+		return e
 	}
 	if isUnreachable(err) {
 		return &sluice.Error{Op: "connect to " + op, Err: fmt.Errorf("%w: %v", sluice.ErrUnreachable, oneLine(err)),
