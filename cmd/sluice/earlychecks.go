@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
-	"strings"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/dump"
@@ -77,63 +75,6 @@ func checkMetricsAddr(cfg *task.Config) error {
 	}
 	if err != nil {
 		return sluice.Errorf(sluice.ErrConfig, "task file", "set incremental.metrics-addr to a loopback address such as 127.0.0.1:9358, or 127.0.0.1:0 for any port", "incremental.metrics-addr %q: %v", a, err)
-	}
-	return nil
-}
-
-// refuseSelfCopy refuses a task whose target is its source's own server
-// and whose routes leave a selected table where it is: the copy or the
-// replication would write a table onto itself. The checks that ran first
-// saw "a target table that holds rows this task did not load" and advised
-// emptying it, which empties the source (issue 30's bad-input table). A
-// server that cannot be reached is left to the checks that follow.
-func refuseSelfCopy(ctx context.Context, cfg *task.Config) error {
-	if cfg.HasSink() || !cfg.Has("target") {
-		return nil
-	}
-	identity := func(role string, ep sluice.Endpoint) (*sql.DB, string) {
-		db, err := dbconn.Open(ctx, role, ep, dbconn.Options{})
-		if err != nil {
-			return nil, ""
-		}
-		var host, datadir string
-		var port int
-		if err := db.QueryRowContext(ctx, "SELECT @@hostname, @@port, @@datadir").Scan(&host, &port, &datadir); err != nil {
-			db.Close()
-			return nil, ""
-		}
-		return db, fmt.Sprintf("%s:%d:%s", host, port, datadir)
-	}
-	src, sid := identity("source", cfg.Source)
-	if src == nil {
-		return nil
-	}
-	defer src.Close()
-	tgt, tid := identity("target", cfg.Target)
-	if tgt == nil {
-		return nil
-	}
-	tgt.Close()
-	if sid != tid {
-		return nil
-	}
-	rows, err := src.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES ORDER BY 1, 2")
-	if err != nil {
-		return nil
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ref sluice.TableRef
-		if err := rows.Scan(&ref.Schema, &ref.Name); err != nil {
-			return nil
-		}
-		if !cfg.Selected(ref) {
-			continue
-		}
-		if to := cfg.Route(ref); strings.EqualFold(to.Schema, ref.Schema) && strings.EqualFold(to.Name, ref.Name) {
-			return &sluice.Error{Op: "task " + cfg.Name, Err: fmt.Errorf("%w: source and target are the same server (%s), so %s.%s would be written onto itself", sluice.ErrConfig, cfg.Target.Addr(), ref.Schema, ref.Name),
-				Hint: "point target: at another server, or route the schema elsewhere (routes: [{schema: " + ref.Schema + ", target-schema: " + ref.Schema + "_copy}])"}
-		}
 	}
 	return nil
 }

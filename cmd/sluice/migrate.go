@@ -186,9 +186,6 @@ func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string
 	if err := checkMetricsAddr(cfg); err != nil {
 		return err
 	}
-	if err := refuseSelfCopy(ctx, cfg); err != nil {
-		return err
-	}
 	switch mode {
 	case "full", "all":
 	case "incremental":
