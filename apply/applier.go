@@ -125,9 +125,10 @@ type Applier struct {
 	nextCommit uint64
 	baseSeq    uint64
 	pending    string // position of a DDL that may have run before a crash
-	// nontxPending: the end position of a non-transactional group that may
-	// have run in part before a crash (nontxreplay.go); "" once replayed.
-	nontxPending string
+	// nontxPending: the end positions of non-transactional groups that
+	// may have run in part before a crash (nontxreplay.go); nil once one
+	// was replayed (which clears every mark).
+	nontxPending []string
 	startPos     sluice.Position // the checkpoint at Start: anything at or before it is applied already
 	err          error
 	stats        Stats

@@ -158,9 +158,10 @@ type checkpointRow struct {
 	seq     uint64
 	pos     sluice.Position
 	pending string
-	// nontx is the end position of a non-transactional group that may
-	// have run in part before a crash (nontxreplay.go), from any row.
-	nontx string
+	// nontx are the end positions of non-transactional groups that may
+	// have run in part before a crash (nontxreplay.go), from every row (a
+	// mark left by a group skipped since never matches again).
+	nontx []string
 	found bool
 	// done are the ranges committed past pos (from every worker's row).
 	done []txnRange
@@ -196,8 +197,8 @@ func (a *Applier) readCheckpoint(ctx context.Context) (checkpointRow, error) {
 		if worker == serialWorker {
 			r.pending = pending.String
 		}
-		if r.nontx == "" {
-			r.nontx = nontx.String
+		if nontx.String != "" {
+			r.nontx = append(r.nontx, nontx.String)
 		}
 		d, err := parseRanges(list.String)
 		if err != nil {

@@ -73,13 +73,19 @@ func (a *Applier) nontxReplay(u *unit) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.nontxPending != "" && a.nontxPending == u.txns[len(u.txns)-1].end.String()
+	end := u.txns[len(u.txns)-1].end.String()
+	for _, m := range a.nontxPending {
+		if m == end {
+			return true
+		}
+	}
+	return false
 }
 
 // nontxReplayed forgets the mark once its group committed.
 func (a *Applier) nontxReplayed(u *unit) {
 	a.mu.Lock()
-	a.nontxPending = ""
+	a.nontxPending = nil
 	a.mu.Unlock()
 	t := u.txns[len(u.txns)-1]
 	if a.cfg.Notify != nil {
