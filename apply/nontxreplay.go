@@ -82,12 +82,11 @@ func (a *Applier) nontxReplay(u *unit) bool {
 	return false
 }
 
-// nontxReplayed forgets the mark once its group committed.
-func (a *Applier) nontxReplayed(u *unit) {
+// nontxReplayed forgets the marks once the marked group committed.
+func (a *Applier) nontxReplayed(t *txn) {
 	a.mu.Lock()
 	a.nontxPending = nil
 	a.mu.Unlock()
-	t := u.txns[len(u.txns)-1]
 	if a.cfg.Notify != nil {
 		a.cfg.Notify("apply: source transaction %s (up to %s) changes a non-transactional table and was cut by a crash or a lost target session; replayed its changes to non-transactional tables idempotently from their row images", t.gtid, t.end)
 	}
@@ -121,11 +120,7 @@ func (w *worker) replayStatements(ctx context.Context, u *unit) error {
 	}
 	b.fkFor(false)
 	b.sep()
-	b.buf = append(b.buf, "UPDATE "...)
-	b.buf = append(b.buf, a.ckptTable...)
-	b.buf = append(b.buf, " SET nontx_pending=NULL WHERE task="...)
-	b.buf = sqlgen.AppendQuoted(b.buf, a.cfg.Task)
-	b.buf = append(b.buf, " AND nontx_pending IS NOT NULL"...)
+	b.buf = a.appendClearNontx(b.buf)
 	return nil
 }
 
@@ -201,4 +196,64 @@ func sameKey(info *tableInfo, x, y []any) bool {
 		}
 	}
 	return true
+}
+
+// Streamed transactions (larger than LargeTxnBytes, serial.go) send their
+// rows before their end position is known, so their mark names the GTID.
+// It is committed from another session before the first row of a
+// non-transactional table is sent (every earlier group has committed: a
+// streamed transaction starts after a flush), on the serial checkpoint
+// row, which the transaction's own checkpoint write clears. A transaction
+// without a GTID is not marked and is applied strictly as before.
+
+func bigMark(gtid string) string { return "gtid " + gtid }
+
+// bigNontx writes change c of a streamed transaction to non-transactional
+// table info: marked first, and in the idempotent form when the
+// transaction is the one a mark names.
+func (b *bigTxn) bigNontx(ctx context.Context, c *sluice.RowChange, info *tableInfo) error {
+	a := b.a
+	if !b.marked {
+		a.mu.Lock()
+		markSeq, mark := a.nextCommit-1, a.stats.Applied
+		a.mu.Unlock()
+		q := a.appendCheckpointMarks(nil, serialWorker, a.baseSeq+markSeq, mark, appendRanges(nil, mark, a.inherited), "", bigMark(b.gtid))
+		if _, err := a.db.ExecContext(ctx, string(q)); err != nil {
+			return fmt.Errorf("mark the non-transactional large transaction %s pending: %w", b.gtid, err)
+		}
+		b.marked = true
+	}
+	if !b.replaying {
+		return b.bw.change(ctx, c, info)
+	}
+	if err := nontxReplayable(b.bw.src, c, info); err != nil {
+		return err
+	}
+	return b.bw.replayChange(ctx, c, info)
+}
+
+// bigReplay reports whether the streamed transaction gtid is one a mark
+// names.
+func (a *Applier) bigReplay(gtid string) bool {
+	if gtid == "" {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range a.nontxPending {
+		if m == bigMark(gtid) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendClearNontx appends the clearing of every row's mark (the crashed
+// run's may be another worker's row) to a replayed group's transaction.
+func (a *Applier) appendClearNontx(b []byte) []byte {
+	b = append(b, "UPDATE "...)
+	b = append(b, a.ckptTable...)
+	b = append(b, " SET nontx_pending=NULL WHERE task="...)
+	b = sqlgen.AppendQuoted(b, a.cfg.Task)
+	return append(b, " AND nontx_pending IS NOT NULL"...)
 }

@@ -20,7 +20,7 @@ import (
 // restart or a lost connection would end it. It returns once replication
 // failed and the holding transaction rolled back, and reports how many
 // rows of a the cut group left behind.
-func cutNontxGroup(t *testing.T, dst *sql.DB, task, db string, until sluice.Position) {
+func cutNontxGroup(t *testing.T, dst *sql.DB, task, db string, until sluice.Position, large int) {
 	t.Helper()
 	keep := func(r sluice.TableRef) bool { return r.Schema == db }
 	ctx := context.Background()
@@ -36,7 +36,7 @@ func cutNontxGroup(t *testing.T, dst *sql.DB, task, db string, until sluice.Posi
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := replicate(ctx, srcInst, runOpts{task: task, workers: 2, keep: keep, until: until})
+		_, err := replicate(ctx, srcInst, runOpts{task: task, workers: 2, keep: keep, until: until, large: large})
 		done <- err
 	}()
 	// Observed progress: the group waits for the held key, so its
@@ -111,56 +111,70 @@ func checksum(t *testing.T, db *sql.DB, table string) string {
 // value, a DELETE whose unique value a later INSERT reuses) and the target
 // equals the source.
 func TestNontxGroupCutIsReplayed(t *testing.T) {
+	testNontxGroupCut(t, "nt_rp", 0)
+}
+
+// TestNontxLargeGroupCutIsReplayed: the same with the transaction streamed
+// to the target (larger than LargeTxnBytes), whose mark names its GTID.
+func TestNontxLargeGroupCutIsReplayed(t *testing.T) {
+	testNontxGroupCut(t, "nt_rpl", 4096)
+}
+
+func testNontxGroupCut(t *testing.T, db string, large int) {
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	// The source's a is InnoDB, so one source transaction changes a and j
 	// (a source Aria table's rows are a group of their own); the target's
 	// is Aria, which sluice accepts.
-	for _, db := range []*sql.DB{src, dst} {
+	for _, conn := range []*sql.DB{src, dst} {
 		engine := "InnoDB"
-		if db == dst {
+		if conn == dst {
 			engine = "Aria"
 		}
-		sandboxtest.MustExec(t, db, "DROP DATABASE IF EXISTS nt_rp", "CREATE DATABASE nt_rp",
-			"CREATE TABLE nt_rp.a (id INT PRIMARY KEY, v VARCHAR(20), u INT, UNIQUE KEY (u)) ENGINE="+engine,
-			"CREATE TABLE nt_rp.j (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
-			"INSERT INTO nt_rp.a VALUES (1, 'one', 1), (2, 'two', 2), (3, 'three', 3)")
+		sandboxtest.MustExec(t, conn, "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db,
+			"CREATE TABLE "+db+".a (id INT PRIMARY KEY, v VARCHAR(20), u INT, UNIQUE KEY (u)) ENGINE="+engine,
+			"CREATE TABLE "+db+".j (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+			"CREATE TABLE "+db+".f (id INT PRIMARY KEY, b TEXT) ENGINE=InnoDB",
+			"INSERT INTO "+db+".a VALUES (1, 'one', 1), (2, 'two', 2), (3, 'three', 3)")
 	}
-	const task = "nt_rp"
+	task := db
 	seed(t, task, src)
+	// The filler row makes the transaction larger than 4096 bytes, so
+	// that it is streamed when large is set.
 	sandboxtest.MustExec(t, src, "BEGIN",
-		"INSERT INTO nt_rp.a VALUES (10, 'ten', 10), (11, 'eleven', 11)",
-		"UPDATE nt_rp.a SET v = 'uno' WHERE id = 1",
-		"UPDATE nt_rp.a SET id = 20 WHERE id = 2",
-		"DELETE FROM nt_rp.a WHERE id = 3",
-		"INSERT INTO nt_rp.a VALUES (12, 'twelve', 3)",
-		"UPDATE nt_rp.a SET u = 110 WHERE id = 11",
-		"INSERT INTO nt_rp.j VALUES (5, 1)",
+		"INSERT INTO "+db+".f VALUES (1, REPEAT('x', 5000))",
+		"INSERT INTO "+db+".a VALUES (10, 'ten', 10), (11, 'eleven', 11)",
+		"UPDATE "+db+".a SET v = 'uno' WHERE id = 1",
+		"UPDATE "+db+".a SET id = 20 WHERE id = 2",
+		"DELETE FROM "+db+".a WHERE id = 3",
+		"INSERT INTO "+db+".a VALUES (12, 'twelve', 3)",
+		"UPDATE "+db+".a SET u = 110 WHERE id = 11",
+		"INSERT INTO "+db+".j VALUES (5, 1)",
 		"COMMIT",
-		"INSERT INTO nt_rp.a VALUES (13, 'after', 13)")
+		"INSERT INTO "+db+".a VALUES (13, 'after', 13)")
 	until := sourcePos(t, src)
-	cutNontxGroup(t, dst, task, "nt_rp", until)
+	cutNontxGroup(t, dst, task, db, until, large)
 	var left int
-	if err := dst.QueryRow("SELECT COUNT(*) FROM nt_rp.a WHERE id IN (10, 11, 12, 20)").Scan(&left); err != nil {
+	if err := dst.QueryRow("SELECT COUNT(*) FROM " + db + ".a WHERE id IN (10, 11, 12, 20)").Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left == 0 {
 		t.Fatal("the cut group left none of its Aria rows: the test did not cut it after them")
 	}
 	t.Logf("the cut group left %d of its 4 new Aria rows", left)
-	keep := func(r sluice.TableRef) bool { return r.Schema == "nt_rp" }
-	if _, err := replicate(context.Background(), srcInst, runOpts{task: task, workers: 2, keep: keep, until: until}); err != nil {
+	keep := func(r sluice.TableRef) bool { return r.Schema == db }
+	if _, err := replicate(context.Background(), srcInst, runOpts{task: task, workers: 2, keep: keep, until: until, large: large}); err != nil {
 		t.Fatalf("the restart from the checkpoint: %v", err)
 	}
 	for _, tbl := range []struct {
 		name string
 		cols []string
-	}{{"nt_rp.a", []string{"id", "v", "u"}}, {"nt_rp.j", []string{"id", "v"}}} {
+	}{{db + ".a", []string{"id", "v", "u"}}, {db + ".j", []string{"id", "v"}}} {
 		if s, d := hexRows(t, src, tbl.name, tbl.cols...), hexRows(t, dst, tbl.name, tbl.cols...); s != d {
 			t.Fatalf("%s differs:\nsource:\n%s\ntarget:\n%s", tbl.name, s, d)
 		}
 	}
-	if s, d := checksum(t, src, "nt_rp.j"), checksum(t, dst, "nt_rp.j"); s != d {
-		t.Fatalf("CHECKSUM TABLE nt_rp.j: source %s, target %s", s, d)
+	if s, d := checksum(t, src, db+".j"), checksum(t, dst, db+".j"); s != d {
+		t.Fatalf("CHECKSUM TABLE %s.j: source %s, target %s", db, s, d)
 	}
 	var marks int
 	if err := dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.apply_checkpoint WHERE task=? AND nontx_pending IS NOT NULL", task).Scan(&marks); err != nil {
@@ -192,7 +206,7 @@ func TestNontxGroupCutKeylessStops(t *testing.T) {
 	sandboxtest.MustExec(t, src, "BEGIN", "INSERT INTO nt_rk.a VALUES (1, 'x'), (2, 'y')",
 		"INSERT INTO nt_rk.j VALUES (5, 1)", "COMMIT")
 	until := sourcePos(t, src)
-	cutNontxGroup(t, dst, task, "nt_rk", until)
+	cutNontxGroup(t, dst, task, "nt_rk", until, 0)
 	keep := func(r sluice.TableRef) bool { return r.Schema == "nt_rk" }
 	_, err := replicate(context.Background(), srcInst, runOpts{task: task, workers: 2, keep: keep, until: until})
 	if err == nil {

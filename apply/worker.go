@@ -169,7 +169,7 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 	a.committed(u.seq, u, last.end, len(u.txns), u.rows, last.ts)
 	a.markPersisted(markSeq)
 	if replay {
-		a.nontxReplayed(u)
+		a.nontxReplayed(last)
 	}
 	return nil
 }
