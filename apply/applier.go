@@ -43,6 +43,10 @@ type unit struct {
 	// barrier: a change in it makes the target cascade through a foreign
 	// key, so it conflicts with every other group (fkeys.go).
 	barrier bool
+	// nontx: its one source transaction changes a non-transactional
+	// target table (nontx.go); it is marked before it runs
+	// (nontxreplay.go).
+	nontx bool
 }
 
 // Stats are the applier's counters.
@@ -120,10 +124,14 @@ type Applier struct {
 	lastSeq    uint64
 	nextCommit uint64
 	baseSeq    uint64
-	pending    string          // position of a DDL that may have run before a crash
-	startPos   sluice.Position // the checkpoint at Start: anything at or before it is applied already
-	err        error
-	stats      Stats
+	pending    string // position of a DDL that may have run before a crash
+	// nontxPending: the end positions of non-transactional groups that
+	// may have run in part before a crash (nontxreplay.go); nil once one
+	// was replayed (which clears every mark).
+	nontxPending []string
+	startPos     sluice.Position // the checkpoint at Start: anything at or before it is applied already
+	err          error
+	stats        Stats
 	// ahead are groups committed past the low-water mark (nextCommit-1),
 	// by seq: possible only with RelaxedOrder.
 	ahead map[uint64]aheadUnit
@@ -251,6 +259,7 @@ func (a *Applier) Start(ctx context.Context) error {
 		return err
 	}
 	a.baseSeq, a.pending, a.stats.Applied = r.seq, r.pending, r.pos
+	a.nontxPending = r.nontx
 	a.startPos, a.inherited = r.pos, r.done
 	a.stats.SkipRanges = len(r.done)
 	a.nextCommit = 1

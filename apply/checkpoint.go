@@ -38,6 +38,7 @@ func (a *Applier) metaDDL() []string {
 			flavor VARCHAR(16) NOT NULL,
 			ddl_pending TEXT NULL,
 			done MEDIUMTEXT NULL,
+			nontx_pending TEXT NULL,
 			updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
 			PRIMARY KEY (task, worker)) ENGINE=InnoDB`,
 		"CREATE TABLE IF NOT EXISTS " + s + `.apply_schema (
@@ -52,14 +53,14 @@ func (a *Applier) metaDDL() []string {
 // a task reads its checkpoint twice as it starts, and at a distant target
 // the CREATE ... IF NOT EXISTS statements cost one round trip each.
 func (a *Applier) metaState(ctx context.Context) (exists, ready bool, err error) {
-	var ckpt, done, state int
+	var ckpt, done, nontx, state int
 	err = a.db.QueryRowContext(ctx, `SELECT IFNULL(SUM(TABLE_NAME='apply_checkpoint'),0), IFNULL(SUM(TABLE_NAME='apply_checkpoint' AND COLUMN_NAME='done'),0),
-		IFNULL(SUM(TABLE_NAME='apply_schema' AND COLUMN_NAME='state'),0)
-		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=? AND TABLE_NAME IN ('apply_checkpoint','apply_schema')`, a.cfg.MetaSchema).Scan(&ckpt, &done, &state)
+		IFNULL(SUM(TABLE_NAME='apply_checkpoint' AND COLUMN_NAME='nontx_pending'),0), IFNULL(SUM(TABLE_NAME='apply_schema' AND COLUMN_NAME='state'),0)
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=? AND TABLE_NAME IN ('apply_checkpoint','apply_schema')`, a.cfg.MetaSchema).Scan(&ckpt, &done, &nontx, &state)
 	if err != nil {
 		return false, false, fmt.Errorf("look for the checkpoint tables in %s: %w", a.cfg.MetaSchema, err)
 	}
-	return ckpt > 0, done > 0 && state > 0, nil
+	return ckpt > 0, done > 0 && nontx > 0 && state > 0, nil
 }
 
 func (a *Applier) ensureMeta(ctx context.Context) error {
@@ -79,15 +80,19 @@ func (a *Applier) ensureMeta(ctx context.Context) error {
 			return fmt.Errorf("create checkpoint tables in %s: %w", a.cfg.MetaSchema, err)
 		}
 	}
-	// Checkpoint tables created by an earlier version lack the done column.
-	var n int
-	err := a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=? AND TABLE_NAME='apply_checkpoint' AND COLUMN_NAME='done'", a.cfg.MetaSchema).Scan(&n)
-	if err != nil {
-		return fmt.Errorf("inspect checkpoint table in %s: %w", a.cfg.MetaSchema, err)
-	}
-	if n == 0 {
-		if _, err := a.db.ExecContext(ctx, "ALTER TABLE "+a.ckptTable+" ADD COLUMN done MEDIUMTEXT NULL"); err != nil && !isMySQLErr(err, 1060) {
-			return fmt.Errorf("add the done column to %s: %w", a.ckptTable, err)
+	// Checkpoint tables created by an earlier version lack the done column,
+	// and those of versions before the non-transactional mark (nontxreplay.go)
+	// lack nontx_pending.
+	for _, col := range [][2]string{{"done", "MEDIUMTEXT"}, {"nontx_pending", "TEXT"}} {
+		var n int
+		err := a.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA=? AND TABLE_NAME='apply_checkpoint' AND COLUMN_NAME=?", a.cfg.MetaSchema, col[0]).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("inspect checkpoint table in %s: %w", a.cfg.MetaSchema, err)
+		}
+		if n == 0 {
+			if _, err := a.db.ExecContext(ctx, "ALTER TABLE "+a.ckptTable+" ADD COLUMN "+col[0]+" "+col[1]+" NULL"); err != nil && !isMySQLErr(err, 1060) {
+				return fmt.Errorf("add the %s column to %s: %w", col[0], a.ckptTable, err)
+			}
 		}
 	}
 	a.metaReady.Store(true)
@@ -104,9 +109,16 @@ func (a *Applier) appendCheckpoint(b []byte, worker int, seq uint64, p sluice.Po
 // appendCheckpointPending is appendCheckpoint that also records a DDL
 // about to run (pending, may be empty).
 func (a *Applier) appendCheckpointPending(b []byte, worker int, seq uint64, p sluice.Position, done []byte, pending string) []byte {
+	return a.appendCheckpointMarks(b, worker, seq, p, done, pending, "")
+}
+
+// appendCheckpointMarks is appendCheckpointPending that also records a
+// non-transactional group about to run (nontx, may be empty; see
+// nontxreplay.go). Every other checkpoint write clears the row's mark.
+func (a *Applier) appendCheckpointMarks(b []byte, worker int, seq uint64, p sluice.Position, done []byte, pending, nontx string) []byte {
 	b = append(b, "INSERT INTO "...)
 	b = append(b, a.ckptTable...)
-	b = append(b, " (task,worker,seq,binlog_file,binlog_pos,gtid_set,flavor,ddl_pending,done) VALUES ("...)
+	b = append(b, " (task,worker,seq,binlog_file,binlog_pos,gtid_set,flavor,ddl_pending,done,nontx_pending) VALUES ("...)
 	b = sqlgen.AppendQuoted(b, a.cfg.Task)
 	b = append(b, ',')
 	b = strconv.AppendInt(b, int64(worker), 10)
@@ -132,7 +144,13 @@ func (a *Applier) appendCheckpointPending(b []byte, worker int, seq uint64, p sl
 	} else {
 		b = sqlgen.AppendQuoted(b, string(done))
 	}
-	b = append(b, ") ON DUPLICATE KEY UPDATE seq=VALUES(seq),binlog_file=VALUES(binlog_file),binlog_pos=VALUES(binlog_pos),gtid_set=VALUES(gtid_set),flavor=VALUES(flavor),ddl_pending=VALUES(ddl_pending),done=VALUES(done)"...)
+	b = append(b, ',')
+	if nontx == "" {
+		b = append(b, "NULL"...)
+	} else {
+		b = sqlgen.AppendQuoted(b, nontx)
+	}
+	b = append(b, ") ON DUPLICATE KEY UPDATE seq=VALUES(seq),binlog_file=VALUES(binlog_file),binlog_pos=VALUES(binlog_pos),gtid_set=VALUES(gtid_set),flavor=VALUES(flavor),ddl_pending=VALUES(ddl_pending),done=VALUES(done),nontx_pending=VALUES(nontx_pending)"...)
 	return b
 }
 
@@ -140,7 +158,11 @@ type checkpointRow struct {
 	seq     uint64
 	pos     sluice.Position
 	pending string
-	found   bool
+	// nontx are the end positions of non-transactional groups that may
+	// have run in part before a crash (nontxreplay.go), from every row (a
+	// mark left by a group skipped since never matches again).
+	nontx []string
+	found bool
 	// done are the ranges committed past pos (from every worker's row).
 	done []txnRange
 }
@@ -150,7 +172,7 @@ type checkpointRow struct {
 // done lists of all rows, cut to what lies past it, are what a restart skips.
 func (a *Applier) readCheckpoint(ctx context.Context) (checkpointRow, error) {
 	var r checkpointRow
-	rows, err := a.db.QueryContext(ctx, "SELECT worker, seq, binlog_file, binlog_pos, gtid_set, flavor, ddl_pending, done FROM "+a.ckptTable+
+	rows, err := a.db.QueryContext(ctx, "SELECT worker, seq, binlog_file, binlog_pos, gtid_set, flavor, ddl_pending, done, nontx_pending FROM "+a.ckptTable+
 		" WHERE task=? ORDER BY seq DESC, worker", a.cfg.Task)
 	if err != nil {
 		return r, fmt.Errorf("read checkpoint of task %s: %w", a.cfg.Task, err)
@@ -163,8 +185,9 @@ func (a *Applier) readCheckpoint(ctx context.Context) (checkpointRow, error) {
 			seq, pos      uint64
 			p             sluice.Position
 			pending, list sql.NullString
+			nontx         sql.NullString
 		)
-		if err := rows.Scan(&worker, &seq, &p.File, &pos, &p.GTIDSet, &p.Flavor, &pending, &list); err != nil {
+		if err := rows.Scan(&worker, &seq, &p.File, &pos, &p.GTIDSet, &p.Flavor, &pending, &list, &nontx); err != nil {
 			return r, fmt.Errorf("read checkpoint of task %s: %w", a.cfg.Task, err)
 		}
 		p.Pos = uint32(pos)
@@ -173,6 +196,9 @@ func (a *Applier) readCheckpoint(ctx context.Context) (checkpointRow, error) {
 		}
 		if worker == serialWorker {
 			r.pending = pending.String
+		}
+		if nontx.String != "" {
+			r.nontx = append(r.nontx, nontx.String)
 		}
 		d, err := parseRanges(list.String)
 		if err != nil {

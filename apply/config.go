@@ -106,6 +106,10 @@ type Config struct {
 	// "skip" commits the transaction without that row change and counts it
 	// (Stats.MissingRows).
 	OnMissingRow string
+	// Notify, when set, receives one line for each event the task's log
+	// should show (a non-transactional group replayed after a crash,
+	// nontxreplay.go). Not part of the task's settings.
+	Notify func(format string, args ...any) `yaml:"-" json:"-"`
 }
 
 // Values of Config.OnMissingRow.

@@ -248,7 +248,7 @@ func (s *scheduler) add(ctx context.Context, t *txn) error {
 	u.bytes += t.bytes
 	u.rows += len(t.changes)
 	if alone {
-		u.barrier = true
+		u.barrier, u.nontx = true, true
 		return s.dispatchOpen(ctx)
 	}
 	return nil

@@ -20,6 +20,10 @@ type bigTxn struct {
 	bw       batchWriter
 	seq      uint64
 	rowsSeen int
+	// For non-transactional tables (nontxreplay.go): the transaction's
+	// GTID, whether its mark was committed, and whether a mark named it.
+	gtid              string
+	marked, replaying bool
 }
 
 func (s *scheduler) startBig(ctx context.Context) error {
@@ -31,7 +35,7 @@ func (s *scheduler) startBig(ctx context.Context) error {
 	a.lastSeq++
 	seq := a.lastSeq
 	a.mu.Unlock()
-	s.big = &bigTxn{a: a, seq: seq, bw: batchWriter{a: a, conn: a.serial}}
+	s.big = &bigTxn{a: a, seq: seq, bw: batchWriter{a: a, conn: a.serial}, gtid: s.cur.gtid, replaying: a.bigReplay(s.cur.gtid)}
 	s.big.bw.start()
 	s.big.bw.src = s.cur // its end is set when its Commit item arrives
 	held := s.cur.changes
@@ -47,8 +51,16 @@ func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {
 			b.bw.rollback()
 			return err
 		}
-		if err := b.bw.change(ctx, c, info); err != nil {
+		write := b.bw.change
+		if info.nontx && b.gtid != "" {
+			write = b.bigNontx
+		}
+		if err := write(ctx, c, info); err != nil {
 			b.bw.rollback()
+			var ns nontxStop
+			if errors.As(err, &ns) {
+				return ns.e
+			}
 			if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) || errors.Is(err, ErrTargetRowDiffers) {
 				return err
 			}
@@ -63,6 +75,10 @@ func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	a := b.a
 	b.bw.fkFor(false)
 	b.bw.sep()
+	if b.replaying {
+		b.bw.buf = a.appendClearNontx(b.bw.buf)
+		b.bw.buf = append(b.bw.buf, ';')
+	}
 	b.bw.buf = a.appendCheckpoint(b.bw.buf, serialWorker, a.baseSeq+b.seq, end, appendRanges(nil, end, a.inherited))
 	b.bw.buf = append(b.bw.buf, ";COMMIT"...)
 	if err := b.bw.exec(ctx); err != nil {
@@ -75,6 +91,9 @@ func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	a.addMissing(b.bw.missing) // before the commit is published, as in worker.apply
 	a.committed(b.seq, nil, end, 1, b.rowsSeen, 0)
 	a.markPersisted(b.seq)
+	if b.replaying {
+		a.nontxReplayed(b.bw.src) // its end was set as its Commit arrived
+	}
 	return nil
 }
 

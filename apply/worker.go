@@ -95,8 +95,18 @@ func (w *worker) next() (*unit, bool) {
 func (w *worker) apply(ctx context.Context, u *unit) error {
 	a, b := w.a, &w.bw
 	w.execSeq.Store(u.seq)
+	replay := a.nontxReplay(u)
+	if u.nontx {
+		if err := w.nontxMark(ctx, u); err != nil {
+			return err
+		}
+	}
 	b.start()
-	if err := w.statements(ctx, u); err != nil {
+	write := w.statements
+	if replay {
+		write = w.replayStatements
+	}
+	if err := write(ctx, u); err != nil {
 		return w.wrap(u, err)
 	}
 	last := u.txns[len(u.txns)-1]
@@ -158,6 +168,9 @@ func (w *worker) apply(ctx context.Context, u *unit) error {
 	a.addMissing(b.missing)
 	a.committed(u.seq, u, last.end, len(u.txns), u.rows, last.ts)
 	a.markPersisted(markSeq)
+	if replay {
+		a.nontxReplayed(last)
+	}
 	return nil
 }
 
@@ -456,6 +469,10 @@ func joinable(info *tableInfo, rows []*netRow) bool {
 func (w *worker) wrap(u *unit, err error) error {
 	if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) || errors.Is(err, ErrTargetRowDiffers) || errors.Is(err, ErrTargetRefused) {
 		return err // names its source transaction already
+	}
+	var ns nontxStop
+	if errors.As(err, &ns) {
+		return ns.e // names its source transaction already
 	}
 	first, last := u.txns[0], u.txns[len(u.txns)-1]
 	return fmt.Errorf("apply source transactions %s..%s (up to %s) on worker %d: %w", first.gtid, last.gtid, last.end, w.id, err)

@@ -433,7 +433,11 @@ func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (e
 		return err
 	}
 	defer db.Close()
-	a, err := apply.New(t.cfg.Apply, db)
+	acfg := t.cfg.Apply
+	if acfg.Notify == nil {
+		acfg.Notify = t.logf
+	}
+	a, err := apply.New(acfg, db)
 	if err != nil {
 		return err
 	}
