@@ -114,20 +114,18 @@ func TestFixedSeeds(t *testing.T) {
 // now loads FK-linked tables from one snapshot, load/fkgroups.go), CHECK
 // rows written with check_constraint_checks=0 (the full copy refused them
 // with 4025; its sessions now skip CHECK constraints as the applier's do).
+// So do savepoints: their Aria table's full copy is exact (read under a
+// table lock, idempotent chunk loads; seeds 2703-2707), and an Aria group
+// cut by a target restart is marked and replayed idempotently
+// (apply/nontxreplay.go; seeds 2708, 2735 stopped with Duplicate entry).
 // Still off: sequences and system-versioned tables as data (sluice
-// refuses them by design; their stop classes run), and savepoints: their
-// Aria table's full copy is exact now (read under a table lock, idempotent
-// chunk loads; seeds 2703-2707 pass), but a target restart that cuts an
-// Aria group between its rows and its checkpoint stops the task with a
-// Duplicate entry (seeds 2708, 2735; docs/manual/apply.md,
-// Non-transactional tables), which the fixed set's target restarts would
-// hit by chance.
+// refuses them by design; their stop classes run).
 //
 // XA runs: its class starts once the copy has its snapshot (a transaction
 // the tester kept prepared while a statement waited for its rows made
 // FLUSH TABLES WITH READ LOCK time out: seed 4 once), and the copy refuses
 // a snapshot while an XA transaction is prepared (classes_xa.go).
-var knownBugs = Features{NoSequences: true, NoSysVersioned: true, NoSavepoints: true}
+var knownBugs = Features{NoSequences: true, NoSysVersioned: true}
 
 func runScript(t *testing.T, sc Script) *Result {
 	t.Helper()
