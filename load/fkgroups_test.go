@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -94,35 +93,14 @@ func fkGroupResumes(t *testing.T, schema string, parents, cascaded, restricted i
 	// commit some, whatever the machine's speed.
 	w.waitOps(t, 40)
 
-	cmd := exec.Command(sluiceBin, "migrate", "--config", cfg, "--mode", "all")
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	waitFor(t, exited, &out, "replication to start", func() bool { return strings.Contains(out.String(), "replicate "+task+":") })
+	r := startAll(t, cfg)
+	r.waitReplicating(t, task)
+	out := r.out
 	// And while replication applies them, with the checks on.
 	w.waitOps(t, 40)
 	w.stop()
-	var gtid string
-	if err := src.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, exited, &out, "the target to apply "+gtid, func() bool { return applied(dst, task, gtid) })
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-exited; err != nil {
-		t.Fatalf("migrate --mode all did not stop cleanly: %v\n%s", err, out.String())
-	}
+	r.waitApplied(t, src, dst, task)
+	r.stop(t)
 	t.Logf("rerun output:\n%s", out.String())
 	if !strings.Contains(out.String(), "(a parent and its child must be of one snapshot)") {
 		t.Errorf("the rerun does not say which tables it reloads with their foreign-key group (killed after: %s):\n%s", killed, out.String())

@@ -3,10 +3,8 @@ package load_test
 import (
 	"fmt"
 	"math/rand"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,34 +55,13 @@ func TestModeAllResumesSelfReferencingTable(t *testing.T) {
 	}
 	w.waitOps(t, 40)
 
-	cmd := exec.Command(sluiceBin, "migrate", "--config", cfg, "--mode", "all")
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	waitFor(t, exited, &out, "replication to start", func() bool { return strings.Contains(out.String(), "replicate "+task+":") })
+	r := startAll(t, cfg)
+	r.waitReplicating(t, task)
+	out := r.out
 	w.waitOps(t, 40)
 	w.stop()
-	var gtid string
-	if err := src.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, exited, &out, "the target to apply "+gtid, func() bool { return applied(dst, task, gtid) })
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-exited; err != nil {
-		t.Fatalf("migrate --mode all did not stop cleanly: %v\n%s", err, out.String())
-	}
+	r.waitApplied(t, src, dst, task)
+	r.stop(t)
 	t.Logf("rerun output:\n%s", out.String())
 	if !strings.Contains(out.String(), "a foreign key references its own rows") {
 		t.Errorf("the rerun does not say that it reloads tree whole:\n%s", out.String())

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,33 +41,12 @@ func TestModeAllCopiesNonTransactionalTablesAtTheSnapshot(t *testing.T) {
 	defer stopWrites()
 	// The chunk delay spreads the copy over seconds, so that many writes
 	// land between the snapshot and the reads of the last chunks.
-	cmd := exec.Command(sluiceBin, "migrate", "--config", cfg, "--mode", "all", "--commit-unit", "chunk", "--chunk-delay", "100ms")
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	waitFor(t, exited, &out, "replication to start", func() bool { return strings.Contains(out.String(), "replicate "+task+":") })
+	r := startAll(t, cfg, "--commit-unit", "chunk", "--chunk-delay", "100ms")
+	r.waitReplicating(t, task)
+	out := r.out
 	stopWrites()
-	var gtid string
-	if err := src.QueryRow("SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, exited, &out, "the target to apply "+gtid, func() bool { return applied(dst, task, gtid) })
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-exited; err != nil {
-		t.Fatalf("migrate --mode all did not stop cleanly: %v\n%s", err, out.String())
-	}
+	r.waitApplied(t, src, dst, task)
+	r.stop(t)
 	t.Logf("output:\n%s", out.String())
 	if !strings.Contains(out.String(), "non-transactional table(s) ("+schema+".aria, "+schema+".my) were read under a read lock held for") {
 		t.Errorf("the output does not say how long the non-transactional tables were locked:\n%s", out.String())

@@ -21,9 +21,12 @@ type allRun struct {
 	exited chan error
 }
 
-func startAll(t *testing.T, cfg string) *allRun {
+// startAll starts `sluice migrate --config cfg --mode all [extra...]`; the
+// test's cleanup kills it if the test did not stop it.
+func startAll(t *testing.T, cfg string, extra ...string) *allRun {
 	t.Helper()
-	r := &allRun{cfg: cfg, cmd: exec.Command(sluiceBin, "migrate", "--config", cfg, "--mode", "all"), out: &syncBuffer{}, exited: make(chan error, 1)}
+	args := append([]string{"migrate", "--config", cfg, "--mode", "all"}, extra...)
+	r := &allRun{cfg: cfg, cmd: exec.Command(sluiceBin, args...), out: &syncBuffer{}, exited: make(chan error, 1)}
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -36,6 +39,12 @@ func startAll(t *testing.T, cfg string) *allRun {
 		}
 	})
 	return r
+}
+
+// waitReplicating waits until the copy is done and replication runs.
+func (r *allRun) waitReplicating(t *testing.T, task string) {
+	t.Helper()
+	waitFor(t, r.exited, r.out, "replication to start", func() bool { return strings.Contains(r.out.String(), "replicate "+task+":") })
 }
 
 // waitApplied waits until the task has applied everything the source has.
