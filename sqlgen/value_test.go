@@ -33,7 +33,8 @@ func TestAppendValue(t *testing.T) {
 		// The shortest text that reads back as the same float of its width.
 		{float32(1.1), "1.1"},
 		{float64(0.1), "0.1"},
-		{float64(-0.0), "0"},
+		{float64(0), "0"},
+		{math.Copysign(0, -1), "-0"},
 		{1e300, "1e+300"},
 		{float32(3.4028235e38), "3.4028235e+38"},
 		// No MySQL literal is NaN or infinite.
