@@ -115,6 +115,12 @@ type Stats struct {
 	TotalChunks atomic.Int64
 	// Skipped counts chunks already done by an earlier run.
 	Skipped atomic.Int64
+	// InFlightRows and InFlightChunks count what a whole-table load
+	// (commit unit table) has streamed to the target and not yet
+	// committed: a progress display adds them to Rows and Chunks, which
+	// count only committed work, so a table loaded in one transaction does
+	// not show 0 rows and 0% until its commit (issue 30).
+	InFlightRows, InFlightChunks atomic.Int64
 	// first and last bracket the time the pool spent loading, in unix nanos.
 	first, last atomic.Int64
 }

@@ -47,6 +47,27 @@ type seqReader struct {
 	cur  io.Reader
 	got  []*job
 	stat *Stats
+	// sentRows and sentChunks are what this reader added to the stats'
+	// in-flight counters, taken back when the transaction ends.
+	sentRows, sentChunks int64
+}
+
+// chunkSent counts a chunk the target has received in full.
+func (s *seqReader) chunkSent() {
+	if rows, err := s.got[len(s.got)-1].rows(); err == nil {
+		s.sentRows += rows
+		s.sentChunks++
+		s.stat.InFlightRows.Add(rows)
+		s.stat.InFlightChunks.Add(1)
+	}
+}
+
+// settle takes this reader's in-flight counts back (its transaction
+// committed, and Rows and Chunks count it now, or it rolled back).
+func (s *seqReader) settle() {
+	s.stat.InFlightRows.Add(-s.sentRows)
+	s.stat.InFlightChunks.Add(-s.sentChunks)
+	s.sentRows, s.sentChunks = 0, 0
 }
 
 func (s *seqReader) Read(p []byte) (int, error) {
@@ -75,6 +96,7 @@ func (s *seqReader) Read(p []byte) (int, error) {
 				c.Close()
 			}
 			s.cur = nil
+			s.chunkSent()
 			if n > 0 {
 				return n, nil
 			}
@@ -90,6 +112,7 @@ func (l *Loader) runTable(ctx context.Context, tj *job) (err error) {
 	t := tj.table
 	l.stats.markStart()
 	sr := &seqReader{ctx: ctx, tj: t, stat: &l.stats}
+	defer sr.settle()
 	defer func() {
 		if err == nil {
 			return

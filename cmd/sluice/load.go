@@ -99,7 +99,7 @@ func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 	}
 	ls := l.Stats()
 	logf(out, "load %s: %d tables from %s, %d chunks to load (%d done before)\n", cfg.Name, len(specs), dir, ls.TotalChunks.Load(), ls.Skipped.Load())
-	prog := startProgress(out, f.progressEvery, progressPhase{Name: "load", Rows: ls.Rows.Load, Bytes: ls.Bytes.Load, Done: ls.Chunks.Load, Total: ls.TotalChunks.Load})
+	prog := startProgress(out, f.progressEvery, loadPhase(ls))
 	l.Start(ctx)
 	var qerr error
 	// A table loaded as one stream needs all its chunks queued before the

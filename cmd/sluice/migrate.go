@@ -358,7 +358,7 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 	ds, ls := d.Stats(), l.Stats()
 	prog := startProgress(out, f.progressEvery,
 		progressPhase{Name: "dump", Rows: ds.Rows.Load, Bytes: ds.Bytes.Load, Done: ds.Chunks.Load, Total: ds.TotalChunks.Load},
-		progressPhase{Name: "load", Rows: ls.Rows.Load, Bytes: ls.Bytes.Load, Done: ls.Chunks.Load, Total: ls.TotalChunks.Load})
+		loadPhase(ls))
 	rep := startCopyReporter(cfg, ds, l)
 	if afterPrepare != nil {
 		afterPrepare()

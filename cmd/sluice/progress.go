@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-db/sluice/load"
 	"golang.org/x/term"
 )
 
@@ -20,6 +21,18 @@ type progressPhase struct {
 	// Done and Total count units of work (chunks) for the percentage and
 	// the ETA; Total 0 means unknown.
 	Done, Total func() int64
+}
+
+// loadPhase is the load's progress line: committed rows and chunks plus
+// those a whole-table load has streamed and not committed yet, so that a
+// table loaded in one transaction (commit unit table, the default for
+// small tables) moves the line and its ETA while it streams.
+func loadPhase(ls *load.Stats) progressPhase {
+	return progressPhase{Name: "load",
+		Rows:  func() int64 { return ls.Rows.Load() + ls.InFlightRows.Load() },
+		Bytes: ls.Bytes.Load,
+		Done:  func() int64 { return ls.Chunks.Load() + ls.InFlightChunks.Load() },
+		Total: ls.TotalChunks.Load}
 }
 
 // progress shows phases as bars redrawn in place on a terminal, and as a
