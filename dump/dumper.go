@@ -137,7 +137,7 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 		}
 		underLock := func(ctl *sql.Conn) error {
 			refs := pin()
-			nt, err := nonTransactional(ctx, ctl, refs)
+			nt, err := schema.NonTransactional(ctx, ctl, refs) // under the global read lock: the snapshot's engines
 			if err != nil {
 				return err
 			}

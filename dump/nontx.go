@@ -49,49 +49,6 @@ func (h highPriority) QueryContext(ctx context.Context, query string, args ...an
 	return h.c.QueryContext(ctx, withHighPriority(query), args...)
 }
 
-// nonTransactional returns which of tables use an engine without
-// transactions. It runs under the global read lock, so the engines are
-// the snapshot's.
-func nonTransactional(ctx context.Context, c *sql.Conn, tables []sluice.TableRef) (map[sluice.TableRef]bool, error) {
-	out := map[sluice.TableRef]bool{}
-	schemas := map[string]bool{}
-	var args []any
-	for _, t := range tables {
-		if !schemas[t.Schema] {
-			schemas[t.Schema] = true
-			args = append(args, t.Schema)
-		}
-	}
-	if len(args) == 0 {
-		return out, nil
-	}
-	want := map[sluice.TableRef]bool{}
-	for _, t := range tables {
-		want[t] = true
-	}
-	// An engine the server does not list (a partitioned table's, an
-	// unloaded plugin's) counts as non-transactional: a read lock it did
-	// not need costs some waiting, a missing one a wrong copy.
-	rows, err := c.QueryContext(ctx, `SELECT t.TABLE_SCHEMA, t.TABLE_NAME FROM information_schema.TABLES t
-		LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE
-		WHERE t.TABLE_SCHEMA IN (?`+strings.Repeat(", ?", len(args)-1)+`) AND t.TABLE_TYPE <> 'VIEW' AND t.TABLE_TYPE <> 'SEQUENCE'
-		AND IFNULL(e.TRANSACTIONS, 'NO') <> 'YES'`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var r sluice.TableRef
-		if err := rows.Scan(&r.Schema, &r.Name); err != nil {
-			return nil, err
-		}
-		if want[r] {
-			out[r] = true
-		}
-	}
-	return out, rows.Err()
-}
-
 // nontxHold is the session that holds the non-transactional tables' read
 // locks while the dump reads them.
 type nontxHold struct {

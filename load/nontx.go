@@ -3,12 +3,12 @@ package load
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/chunk"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
+	"github.com/sluice-db/sluice/schema"
 )
 
 // A chunk is loaded with its checkpoint row in one target transaction, so
@@ -33,17 +33,8 @@ import (
 // nonTransactional reports whether target table tgt exists with an engine
 // without transactions.
 func (l *Loader) nonTransactional(ctx context.Context, tgt sluice.TableRef) (bool, error) {
-	var tx sql.NullString
-	err := l.db.QueryRowContext(ctx, `SELECT IFNULL(e.TRANSACTIONS, 'NO') FROM information_schema.TABLES t
-		LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE
-		WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ? AND t.TABLE_TYPE <> 'VIEW'`, tgt.Schema, tgt.Name).Scan(&tx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return tx.String != "YES", nil
+	nt, err := schema.NonTransactional(ctx, l.db, []sluice.TableRef{tgt})
+	return nt[tgt], err
 }
 
 // execer is *sql.DB, *sql.Conn or *sql.Tx.
