@@ -2,16 +2,11 @@ package schema
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/chunk"
 )
-
-// Querier is *sql.DB, *sql.Conn or *sql.Tx.
-type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
 
 // NonTransactional returns which of tables exist with an engine the server
 // does not list as transactional (information_schema.ENGINES): Aria,
@@ -20,7 +15,7 @@ type Querier interface {
 // engine the server does not list (a partitioned table's, an unloaded
 // plugin's) counts as non-transactional: a read lock or a delete that was
 // not needed costs some time, a missing one a wrong copy.
-func NonTransactional(ctx context.Context, q Querier, tables []sluice.TableRef) (map[sluice.TableRef]bool, error) {
+func NonTransactional(ctx context.Context, q chunk.Querier, tables []sluice.TableRef) (map[sluice.TableRef]bool, error) {
 	out := map[sluice.TableRef]bool{}
 	want := map[sluice.TableRef]bool{}
 	schemas := map[string]bool{}
