@@ -2,11 +2,10 @@ package apply
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/schema"
 )
 
 // Non-transactional target tables (Aria, MyISAM, MEMORY, ...).
@@ -26,15 +25,13 @@ import (
 // for its turn, and the lock monitor never rolls it back.
 
 // targetNonTransactional reports whether target table ref's engine has no
-// transactions (the same rule as a rolled-back group's, xa.go).
+// transactions, by the rule the dump and the load use (schema.NonTransactional).
 func (a *Applier) targetNonTransactional(ctx context.Context, ref sluice.TableRef) (bool, error) {
-	var engine sql.NullString
-	err := a.db.QueryRowContext(ctx, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME=?",
-		ref.Schema, ref.Name).Scan(&engine)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	nt, err := schema.NonTransactional(ctx, a.db, []sluice.TableRef{ref})
+	if err != nil {
 		return false, fmt.Errorf("read the engine of target table %s: %w", ref, err)
 	}
-	return !transactionalEngine(engine.String), nil
+	return nt[ref], nil
 }
 
 // alone reports whether transaction t changes a non-transactional target

@@ -7,7 +7,6 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/sqlgen"
@@ -466,13 +465,10 @@ func (s *scheduler) rollbackGroup(ctx context.Context, it sluice.StreamItem) err
 	for _, c := range t.changes {
 		nt, ok := engines[c.Table.Ref]
 		if !ok {
-			var engine sql.NullString
-			err := a.db.QueryRowContext(ctx, "SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA=? AND TABLE_NAME=?",
-				c.Table.Ref.Schema, c.Table.Ref.Name).Scan(&engine)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("read the engine of %s for a rolled-back transaction: %w", c.Table.Ref, err)
+			var err error
+			if nt, err = a.targetNonTransactional(ctx, c.Table.Ref); err != nil {
+				return fmt.Errorf("a rolled-back transaction: %w", err)
 			}
-			nt = !transactionalEngine(engine.String)
 			engines[c.Table.Ref] = nt
 		}
 		if nt {
@@ -486,15 +482,4 @@ func (s *scheduler) rollbackGroup(ctx context.Context, it sluice.StreamItem) err
 		t.bytes += changeBytes(&kept[i])
 	}
 	return s.add(ctx, t)
-}
-
-// transactionalEngine reports whether a table of engine e rolls back. A
-// table sluice cannot find (e "") is taken as transactional: its rows
-// would fail to apply anyway.
-func transactionalEngine(e string) bool {
-	switch strings.ToUpper(e) {
-	case "", "INNODB", "ROCKSDB", "TOKUDB", "XTRADB", "NDBCLUSTER", "NDB":
-		return true
-	}
-	return false
 }
