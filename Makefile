@@ -14,7 +14,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X github.com/sluice-db/sluice.Version=$(VERSION) -X github.com/sluice-db/sluice.Commit=$(COMMIT)
 
-.PHONY: all build deps test test-short lint difftest demo test-dtm-conformance test-debezium bench-full-import bench-replication bench-dtx bench-oltp bench-cdc bench-kafka clean
+.PHONY: all build deps test test-short lint difftest demo test-dtm-conformance test-debezium bench-full-import bench-replication bench-dtx bench-oltp bench-cdc bench-kafka bench-dm clean
 
 all: build
 
@@ -124,6 +124,12 @@ bench-cdc: deps build
 # broker (docs/manual/bench.md). TXNS, ROUNDS, LIVE_SECS size it.
 bench-kafka: deps build
 	./bench/kafka.sh
+
+# bench-dm: the DM seed on its own system: sluice beside TiDB DM into one
+# TiDB (unistore), full import and incremental, rotated rounds. DM and
+# tidb-server are built once into ~/.cache (about 12 and 11 minutes).
+bench-dm: deps build
+	./bench/dm.sh
 
 clean:
 	rm -rf bin

@@ -57,6 +57,7 @@ func TestRefusalPatterns(t *testing.T) {
 		{"target-triggers", "check: target table dt.k_tr has triggers k_tr_ai"},
 		{"sequence", "replicate DDL at mysql-bin.000001:9 (CREATE SEQUENCE dt.k_seqs): sequence dt.k_seqs: sluice replicates no sequence; add it to tables.exclude"},
 		{"sequence", "refused tables: sluice copies and replicates no sequence: dt.k_seqs"},
+		{"sequence", "sluice: migrate dt2850: refused before starting: checks failed: refused tables: invalid configuration: column id of dt_2850.k_sqs defaults to NEXT VALUE FOR dt_2850.k_seqs, and the target has no sequence dt_2850.k_seqs (sluice copies no sequence) (sluice check --config lists every check) (fix: create sequence dt_2850.k_seqs on the target first (SHOW CREATE SEQUENCE on the source), starting past the source's values, or exclude dt_2850.k_sqs)"},
 		{"sysversioned", "refused tables: sluice copies and replicates no system-versioned table: dt.k_svs"},
 		{"sysversioned", "replicate DDL at mysql-bin.000001:9 (CREATE TABLE dt.k_svs (id INT PRIMARY KEY, v INT) WITH SYSTEM VERSIONING): unsupported DDL"},
 	} {
