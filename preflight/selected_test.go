@@ -25,4 +25,3 @@ func TestCheckPatterns(t *testing.T) {
 		t.Fatalf("want an unknown-table error naming the pattern and the fix, got %v", err)
 	}
 }
-
