@@ -101,7 +101,7 @@ func (f *fullFlags) loadTask(need ...string) (*task.Config, error) {
 
 func (f *fullFlags) dumpConfig(cfg *task.Config, out io.Writer) dump.Config {
 	dc := dump.DefaultConfig()
-	dc.Logf = func(format string, args ...any) { logf(out, format, args...) }
+	dc.Log = logx.New(out, "dump")
 	dc.Source, dc.Threads, dc.RowsPerChunk, dc.Select = cfg.Source, cfg.Threads, cfg.RowsPerChunk, cfg.Selected
 	return dc
 }
