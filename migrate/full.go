@@ -1,8 +1,8 @@
 // Package migrate is the full copy of a task: a consistent snapshot of the
 // source streamed straight into the pooled load of the target, resumable
 // chunk by chunk, with the status file and metrics of the copy. sluice
-// migrate (and the cluster's workers, through it) run the copy with Full;
-// replication then starts at Result.Start.
+// migrate runs the copy with Full; with --mode all, replication then
+// starts at Result.Start.
 package migrate
 
 import (
