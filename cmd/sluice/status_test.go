@@ -76,7 +76,7 @@ func TestStatusIsAHealthCheck(t *testing.T) {
 func TestLogLinesCarryTheDate(t *testing.T) {
 	var b bytes.Buffer
 	logx.New(&b, "migrate x").Info("done")
-	if _, err := time.Parse(logx.TimeFormat, strings.SplitN(b.String(), " ", 2)[0]); err != nil || !strings.HasSuffix(b.String(), " migrate x: done\n") {
+	if _, err := time.Parse(time.RFC3339, strings.SplitN(b.String(), " ", 2)[0]); err != nil || !strings.HasSuffix(b.String(), " migrate x: done\n") {
 		t.Fatalf("log line %q: %v", b.String(), err)
 	}
 }

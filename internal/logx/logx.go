@@ -1,39 +1,32 @@
-// Package logx is sluice's one log format: a *slog.Logger whose lines read
-// "<UTC time, RFC 3339 to the second> <prefix>: <message>", with attributes
-// appended as " key=value". Operators and tests grep these lines, so the
-// format is the one the task logs had before slog.
+// Package logx renders sluice's log lines: the *slog.Logger that cmd/sluice
+// makes and passes down to the packages it runs writes plain lines, one a
+// record,
+//
+//	2026-11-28T09:24:14Z replicate dt2812: stopped at mysql-bin.000003:1234
+//
+// the time in UTC to the second (RFC 3339), a prefix naming who speaks, the
+// message, and the record's attributes appended as key=value. Users, the
+// difftest and the tests read these lines, so their text is kept as it was
+// before the packages logged through slog.
 package logx
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 )
 
-// TimeFormat is the time of a log line (RFC 3339, seconds, UTC).
-const TimeFormat = "2006-01-02T15:04:05Z"
-
-// New returns a logger that writes one plain line per record to w. An empty
-// prefix leaves out the "<prefix>: " part.
+// New returns a logger that writes each record to w as one line:
+// "<time> <prefix>: <msg> k=v ...". Records of every level are written.
 func New(w io.Writer, prefix string) *slog.Logger {
 	return slog.New(&handler{out: &output{w: w}, prefix: prefix})
 }
 
-// Discard is a logger that writes nothing, for callers that give none.
-func Discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// OrDiscard returns l, or Discard when l is nil.
-func OrDiscard(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return Discard()
-	}
-	return l
-}
-
-// output serializes writes: loggers derived with With share one.
+// output is the writer shared by a handler and those WithAttrs and
+// WithGroup derive from it, so that their lines never interleave.
 type output struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -42,44 +35,41 @@ type output struct {
 type handler struct {
 	out    *output
 	prefix string
-	attrs  string // pre-rendered " k=v" of With
-	group  string
+	attrs  []byte // pre-rendered " k=v" of WithAttrs
+	group  string // key prefix of WithGroup, "g." or "g.h."
 }
 
-func (h *handler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h *handler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *handler) Handle(_ context.Context, r slog.Record) error {
-	t := r.Time
-	if t.IsZero() {
-		t = time.Now()
+	var b bytes.Buffer
+	if !r.Time.IsZero() { // the slog.Handler contract: a zero time is left out
+		b.WriteString(r.Time.UTC().Format(time.RFC3339))
+		b.WriteByte(' ')
 	}
-	var b strings.Builder
-	b.WriteString(t.UTC().Format(TimeFormat))
-	b.WriteByte(' ')
-	if h.prefix != "" {
-		b.WriteString(h.prefix)
-		b.WriteString(": ")
-	}
+	b.WriteString(h.prefix)
+	b.WriteString(": ")
 	b.WriteString(r.Message)
-	b.WriteString(h.attrs)
+	b.Write(h.attrs)
 	r.Attrs(func(a slog.Attr) bool {
-		writeAttr(&b, h.group, a)
+		appendAttr(&b, h.group, a)
 		return true
 	})
 	b.WriteByte('\n')
 	h.out.mu.Lock()
 	defer h.out.mu.Unlock()
-	_, err := io.WriteString(h.out.w, b.String())
+	_, err := h.out.w.Write(b.Bytes())
 	return err
 }
 
 func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
-	var b strings.Builder
+	var b bytes.Buffer
+	b.Write(h.attrs)
 	for _, a := range as {
-		writeAttr(&b, h.group, a)
+		appendAttr(&b, h.group, a)
 	}
 	h2 := *h
-	h2.attrs += b.String()
+	h2.attrs = b.Bytes()
 	return &h2
 }
 
@@ -92,19 +82,26 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	return &h2
 }
 
-func writeAttr(b *strings.Builder, group string, a slog.Attr) {
+// appendAttr writes " key=value"; a group's attributes are written with
+// the group's name before their keys.
+func appendAttr(b *bytes.Buffer, group string, a slog.Attr) {
 	a.Value = a.Value.Resolve()
 	if a.Equal(slog.Attr{}) {
 		return
 	}
 	if a.Value.Kind() == slog.KindGroup {
-		for _, g := range a.Value.Group() {
-			writeAttr(b, group+a.Key+".", g)
+		g := group
+		if a.Key != "" {
+			g += a.Key + "."
+		}
+		for _, ga := range a.Value.Group() {
+			appendAttr(b, g, ga)
 		}
 		return
 	}
 	b.WriteByte(' ')
-	b.WriteString(group + a.Key)
+	b.WriteString(group)
+	b.WriteString(a.Key)
 	b.WriteByte('=')
 	b.WriteString(a.Value.String())
 }
