@@ -1,8 +1,9 @@
 // Package migrate is the full copy of a task: a consistent snapshot of the
 // source streamed straight into the pooled load of the target, resumable
 // chunk by chunk, with the status file and metrics of the copy. sluice
-// migrate runs the copy with Full; with --mode all, replication then
-// starts at Result.Start.
+// migrate calls Run: the checks before work (package preflight), the copy
+// (Full), then, with --mode all, replication from the snapshot through
+// Config.Replicate, which cmd/ wires to package replicate.
 package migrate
 
 import (
@@ -34,9 +35,17 @@ type Config struct {
 	// command's flags; Full sets the fields that join them.
 	Dump dump.Config
 	Load load.Config
+	// Mode is sluice migrate's --mode for Run: full, all or incremental.
+	Mode string
 	// Replicating: replication follows the copy (--mode all), from the
-	// snapshot's position.
+	// snapshot's position. Run sets it from Mode.
 	Replicating bool
+	// Replicate runs the replication from start (nil: from the task file
+	// or the checkpoint) until ctx ends; nil means this build has none.
+	Replicate func(ctx context.Context, start *sluice.Position) error
+	// Report, when set, is called after a copy that read the source (the
+	// command prints its summary).
+	Report func(ctx context.Context, res *Result)
 	// Log receives the copy's lines ("migrate <task>: ..."); nil writes none.
 	Log *slog.Logger
 	// Tracked, when set and Replicating, says which source tables

@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-db/sluice/load"
 	"github.com/sluice-db/sluice/migrate"
 	"github.com/sluice-db/sluice/preflight"
-	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
 )
 
@@ -193,75 +192,8 @@ func addFullFlags(cmd *cobra.Command, f *fullFlags, dumpSide, loadSide bool) {
 }
 
 func runMigrate(ctx context.Context, cfg *task.Config, f *fullFlags, mode string, out io.Writer) error {
-	if err := preflight.CheckMetricsAddr(cfg); err != nil {
-		return err
-	}
-	switch mode {
-	case "full", "all":
-	case "incremental":
-		if incrementalRunner == nil {
-			return notInBuild()
-		}
-		if err := preflight.Before(ctx, cfg, mode, logx.New(out, "migrate "+cfg.Name)); err != nil {
-			return err
-		}
-		return incrementalRunner(ctx, cfg, nil, out)
-	default:
-		return &sluice.Error{Op: "migrate", Err: fmt.Errorf("%w: --mode %q", sluice.ErrConfig, mode), Hint: "use --mode full, all or incremental"}
-	}
-	if mode == "all" && incrementalRunner == nil {
-		return notInBuild()
-	}
-	// One process per task, from the copy on (replication locks it again).
-	unlock, err := replicate.LockTask(cfg.Dir, cfg.Name)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	// Everything the run needs is checked before it copies a row.
-	mlog := logx.New(out, "migrate "+cfg.Name)
-	if err := preflight.Before(ctx, cfg, mode, mlog); err != nil {
-		return err
-	}
-	if mode == "full" {
-		if err := preflight.RefuseUnmatchedEarly(ctx, cfg, mlog); err != nil {
-			return err
-		}
-	}
-	if err := preflight.MarkOwnCopy(ctx, cfg, mode, mlog); err != nil {
-		return err
-	}
-	res, err := migrateFull(ctx, cfg, f, mode == "all", out)
-	if err != nil {
-		return err
-	}
-	if mode == "all" {
-		// Replication starts at the first snapshot. Chunks that a resumed
-		// run read from a later snapshot already hold the changes up to it;
-		// the replication's copy filter (internal/snapfilter) skips those
-		// changes chunk by chunk, from the positions stored with each chunk.
-		return incrementalRunner(ctx, cfg, res.Start, out)
-	}
-	return nil
-}
-
-// afterPrepare, set by tests, runs once the dump has its snapshot and the
-// loader its plan, before a chunk is read.
-var afterPrepare func()
-
-// interrupted is the error of a run stopped by a signal: committed chunks
-// stay, and the same command resumes.
-func interrupted(op string) error { return migrate.Interrupted(op) }
-
-func notInBuild() error {
-	return &sluice.Error{Op: "migrate", Err: fmt.Errorf("%w: incremental replication is not available in this build", sluice.ErrConfig), Hint: "use --mode full"}
-}
-
-// migrateFull runs the full copy (package migrate) with the command's
-// flags, progress display and summary.
-func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicating bool, out io.Writer) (*migrate.Result, error) {
 	mc := migrate.DefaultConfig()
-	mc.Task, mc.Replicating = cfg, replicating
+	mc.Task, mc.Mode = cfg, mode
 	mc.Load, mc.Dump = f.loadConfig(cfg, cfg.Name), f.dumpConfig(cfg, out)
 	mc.Log = logx.New(out, "migrate "+cfg.Name)
 	mc.Tracked, mc.AfterPrepare = trackedTables, afterPrepare
@@ -271,18 +203,29 @@ func migrateFull(ctx context.Context, cfg *task.Config, f *fullFlags, replicatin
 			loadPhase(ls))
 		return p.Stop
 	}
-	res, err := migrate.Full(ctx, mc)
-	if err != nil || !res.Copied {
-		return res, err
+	if incrementalRunner != nil {
+		mc.Replicate = func(ctx context.Context, start *sluice.Position) error {
+			return incrementalRunner(ctx, cfg, start, out)
+		}
 	}
-	writeSummary(out, summary{item: "migrate (stream)", threads: cfg.Threads, pool: cfg.PoolSize, bytes: res.Bytes, rows: res.Rows,
-		total: res.Total, dumpBytes: res.DumpBytes, dumpTime: res.DumpTime, loadTime: res.LoadTime})
-	reportLeftOut(ctx, cfg, out) // views, triggers, routines, events
-	if res.Start != nil {
-		fmt.Fprintf(out, "snapshot position: %s\n", res.Start)
+	mc.Report = func(ctx context.Context, res *migrate.Result) {
+		writeSummary(out, summary{item: "migrate (stream)", threads: cfg.Threads, pool: cfg.PoolSize, bytes: res.Bytes, rows: res.Rows,
+			total: res.Total, dumpBytes: res.DumpBytes, dumpTime: res.DumpTime, loadTime: res.LoadTime})
+		reportLeftOut(ctx, cfg, out) // views, triggers, routines, events
+		if res.Start != nil {
+			fmt.Fprintf(out, "snapshot position: %s\n", res.Start)
+		}
 	}
-	return res, nil
+	return migrate.Run(ctx, mc)
 }
+
+// afterPrepare, set by tests, runs once the dump has its snapshot and the
+// loader its plan, before a chunk is read.
+var afterPrepare func()
+
+// interrupted is the error of a run stopped by a signal: committed chunks
+// stay, and the same command resumes.
+func interrupted(op string) error { return migrate.Interrupted(op) }
 
 // reportLeftOut prints, at the end of a full copy or a dump, what it did
 // not copy.
