@@ -55,6 +55,10 @@ func Run(ctx context.Context, c Config) error {
 	if err := preflight.MarkOwnCopy(ctx, cfg, c.Mode, log); err != nil {
 		return err
 	}
+	// MarkOwnCopy may have set the target sessions' server id (the target
+	// is the source): the copy's writes must carry it, or replication
+	// applies them a second time.
+	c.Load.Target = cfg.Target
 	c.Replicating = c.Mode == "all"
 	res, err := Full(ctx, c)
 	if err != nil {
