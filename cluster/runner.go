@@ -71,7 +71,7 @@ func (w *Worker) runTask(ctx context.Context, sess *concurrency.Session, k *keep
 	cfg, err := task.Parse(file)
 	if err != nil {
 		pub(Published{Token: token, Stage: "failed", Error: oneLine(err)})
-		w.logf("task %s: %v", name, oneLine(err))
+		w.log.Info(fmt.Sprintf("task %s: %v", name, oneLine(err)))
 		<-ctx.Done()
 		return
 	}
@@ -88,23 +88,23 @@ func (w *Worker) runTask(ctx context.Context, sess *concurrency.Session, k *keep
 			Then(clientv3.OpPut(c.key("fence", name), string(f))).Commit()
 		if err != nil || !resp.Succeeded {
 			if ctx.Err() == nil && err == nil {
-				w.logf("task %s: no longer this worker's (token %d); not starting", name, token)
+				w.log.Info(fmt.Sprintf("task %s: no longer this worker's (token %d); not starting", name, token))
 				<-ctx.Done()
 			}
 			return
 		}
 		began := time.Now()
-		w.logf("task %s: starting with fencing token %d", name, token)
+		w.log.Info(fmt.Sprintf("task %s: starting with fencing token %d", name, token))
 		err = w.runOnce(ctx, k, cfg, resp.Header.ClusterId, token, pub)
 		if ctx.Err() != nil {
-			w.logf("task %s: stopped", name)
+			w.log.Info(fmt.Sprintf("task %s: stopped", name))
 			return
 		}
 		if time.Since(began) > time.Minute {
 			bo.Reset()
 		}
 		wait := bo.Next()
-		w.logf("task %s: %s; running it again in %s", name, oneLine(err), wait.Round(time.Millisecond))
+		w.log.Info(fmt.Sprintf("task %s: %s; running it again in %s", name, oneLine(err), wait.Round(time.Millisecond)))
 		pub(Published{Token: token, Stage: "retrying", Error: oneLine(err)})
 		if !backoff.Sleep(ctx, wait) {
 			return
@@ -173,7 +173,7 @@ func (w *Worker) runOnce(ctx context.Context, k *keeper, cfg *task.Config, clust
 			var holder sql.NullInt64
 			_ = conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", lock).Scan(&holder)
 			note := fmt.Sprintf("waiting for target session %d of the previous owner to end", holder.Int64)
-			w.logf("task %s: %s", cfg.Name, note)
+			w.log.Info(fmt.Sprintf("task %s: %s", cfg.Name, note))
 			pub(Published{Token: token, Stage: "waiting", Note: note})
 		}
 	}
@@ -203,7 +203,7 @@ func (w *Worker) runWhileOwner(ctx context.Context, k *keeper, cfg *task.Config,
 	if w.cfg.MetricsAddr != "" {
 		reg = w.met.wrapped
 	}
-	r, err := w.cfg.Start(cfg, w.log, reg)
+	r, err := w.cfg.Start(cfg, w.cfg.TaskOut, reg)
 	if err != nil {
 		return err
 	}

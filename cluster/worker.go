@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/task"
 )
 
@@ -33,7 +35,7 @@ type Runnable interface {
 // and take them out of reg when Run returns (the next run of the task
 // registers them again); nil means the worker serves no metrics, and the
 // run may serve its own.
-type StartFunc func(cfg *task.Config, log io.Writer, reg prometheus.Registerer) (Runnable, error)
+type StartFunc func(cfg *task.Config, out io.Writer, reg prometheus.Registerer) (Runnable, error)
 
 // WorkerConfig configures a worker.
 type WorkerConfig struct {
@@ -42,7 +44,12 @@ type WorkerConfig struct {
 	// Dir holds the worker's local state: Dir/<task>/ (relay log).
 	Dir   string
 	Start StartFunc
-	Log   io.Writer
+	// Log takes the worker's own lines (cmd/ prefixes them "worker W");
+	// nil writes none.
+	Log *slog.Logger
+	// TaskOut is what Start gives each task for its output (the tasks log
+	// there themselves); nil discards it.
+	TaskOut io.Writer
 	// StatusEvery is how often a task's status is published to etcd.
 	StatusEvery time.Duration
 	// Retry bounds the wait before a failed task is run again.
@@ -85,7 +92,7 @@ func (c WorkerConfig) Validate() error {
 type Worker struct {
 	cfg   WorkerConfig
 	store *Store
-	log   io.Writer
+	log   *slog.Logger
 	met   *metrics
 }
 
@@ -98,18 +105,14 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
+	if cfg.TaskOut == nil {
+		cfg.TaskOut = io.Discard
 	}
-	return &Worker{cfg: cfg, store: s, log: cfg.Log, met: newMetrics(cfg.Name, cfg.ProcessCollectors)}, nil
+	return &Worker{cfg: cfg, store: s, log: logx.OrDiscard(cfg.Log), met: newMetrics(cfg.Name, cfg.ProcessCollectors)}, nil
 }
 
 // Close closes the etcd client.
 func (w *Worker) Close() error { return w.store.Close() }
-
-func (w *Worker) logf(format string, args ...any) {
-	fmt.Fprintf(w.log, "%s worker %s: %s\n", time.Now().UTC().Format("2006-01-02T15:04:05Z"), w.cfg.Name, fmt.Sprintf(format, args...))
-}
 
 // Run works until ctx ends. A lost lease stops every task; the worker then
 // joins again with a new lease. Only a cancelled ctx returns (nil).
@@ -120,7 +123,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return err
 		}
 		defer w.met.close()
-		w.logf("metrics on http://%s/metrics", addr)
+		w.log.Info(fmt.Sprintf("metrics on http://%s/metrics", addr))
 	}
 	wait := time.Second
 	for ctx.Err() == nil {
@@ -135,14 +138,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		if errors.Is(err, errLeaseLost) {
 			w.met.leaseLost.Inc()
 		}
-		w.logf("%v; joining again in %s", err, wait)
+		w.log.Info(fmt.Sprintf("%v; joining again in %s", err, wait))
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, 10*time.Second)
 	}
-	w.logf("stopped")
+	w.log.Info(fmt.Sprintf("stopped"))
 	return nil
 }
 
@@ -193,7 +196,7 @@ func (w *Worker) term(ctx context.Context) error {
 		}
 		return err
 	}
-	w.logf("joined with lease %x (ttl %s)", int64(lease.ID), c.TTL)
+	w.log.Info(fmt.Sprintf("joined with lease %x (ttl %s)", int64(lease.ID), c.TTL))
 	w.manage(tctx, sess, k)
 	if ctx.Err() != nil {
 		return nil
@@ -236,7 +239,7 @@ func (w *Worker) register(ctx context.Context, lease clientv3.LeaseID) error {
 			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 				held = string(kvs[0].Value)
 			}
-			w.logf("the name %s is held by a live worker (%s); waiting for its lease to end", w.cfg.Name, held)
+			w.log.Info(fmt.Sprintf("the name %s is held by a live worker (%s); waiting for its lease to end", w.cfg.Name, held))
 		}
 		select {
 		case <-ctx.Done():
@@ -323,7 +326,7 @@ func (w *Worker) balance(ctx context.Context, s *snapshot) bool {
 		if err != nil || !resp.Succeeded {
 			return false
 		}
-		w.logf("task %s assigned to %s (%s)", t, to, why)
+		w.log.Info(fmt.Sprintf("task %s assigned to %s (%s)", t, to, why))
 		return true
 	}
 	sort.Strings(orphans)

@@ -8,6 +8,7 @@ package dump
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -43,9 +44,9 @@ type Config struct {
 	// LockWait bounds the wait for FLUSH TABLES WITH READ LOCK, which
 	// queues behind long-running statements.
 	LockWait time.Duration
-	// Logf, if set, receives notes worth a line in the task's output (how
+	// Log, if set, receives notes worth a line in the task's output (how
 	// long the non-transactional tables were locked).
-	Logf func(format string, args ...any)
+	Log *slog.Logger
 	// RefusePreparedXA: replication follows the copy from the snapshot's
 	// position, so the snapshot is refused while the source holds a
 	// prepared XA transaction (ErrPreparedXA). A copy alone is consistent

@@ -44,7 +44,7 @@ func Open(ctx context.Context, cfg Config) (_ *Dumper, err error) {
 		return nil, err
 	}
 	d := &Dumper{cfg: cfg, started: time.Now()}
-	d.hold.logf = cfg.Logf
+	d.hold.log = cfg.Log
 	defer func() {
 		if err != nil {
 			d.Close()

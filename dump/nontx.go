@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -61,7 +62,7 @@ type nontxHold struct {
 	// running says Run has started.
 	left    int
 	running bool
-	logf    func(format string, args ...any)
+	log     *slog.Logger
 }
 
 // lock takes LOCK TABLES ... READ on tables in a new session of db. It is
@@ -145,7 +146,7 @@ func (h *nontxHold) release() {
 	// A fresh context: the locks must go even when the dump was cancelled.
 	_, _ = c.ExecContext(context.Background(), "UNLOCK TABLES")
 	c.Close()
-	if h.logf != nil {
+	if h.log != nil {
 		names := make([]string, 0, min(len(tables), 5))
 		for i, t := range tables {
 			if i == 5 {
@@ -156,16 +157,16 @@ func (h *nontxHold) release() {
 		}
 		held := time.Since(since).Round(time.Millisecond)
 		if left < 0 {
-			h.logf("dump: the read lock on %d non-transactional table(s) (%s) was released after %s, before they were read (the copy stopped)\n",
-				len(tables), strings.Join(names, ", "), held)
+			h.log.Info(fmt.Sprintf("the read lock on %d non-transactional table(s) (%s) was released after %s, before they were read (the copy stopped)",
+				len(tables), strings.Join(names, ", "), held))
 			return
 		}
 		if left > 0 {
-			h.logf("dump: the read lock on %d non-transactional table(s) (%s) was released after %s, with %d of their chunks not read (the copy stopped)\n",
-				len(tables), strings.Join(names, ", "), held, left)
+			h.log.Info(fmt.Sprintf("the read lock on %d non-transactional table(s) (%s) was released after %s, with %d of their chunks not read (the copy stopped)",
+				len(tables), strings.Join(names, ", "), held, left))
 			return
 		}
-		h.logf("dump: %d non-transactional table(s) (%s) were read under a read lock held for %s: writes to them waited for it (a consistent-snapshot transaction does not hold their rows still)\n",
-			len(tables), strings.Join(names, ", "), held)
+		h.log.Info(fmt.Sprintf("%d non-transactional table(s) (%s) were read under a read lock held for %s: writes to them waited for it (a consistent-snapshot transaction does not hold their rows still)",
+			len(tables), strings.Join(names, ", "), held))
 	}
 }

@@ -12,14 +12,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-db/sluice"
-	"github.com/sluice-db/sluice/internal/dbconn"
-	"github.com/sluice-db/sluice/internal/fence"
 )
 
 // Config is a task file.
@@ -360,173 +357,6 @@ func (c *Config) Require(sections ...string) error {
 				hint = "add serve: {listen: 127.0.0.1:3310, server-id: N, users: [{user: U, password: ${VAR}}]} to the task file"
 			}
 			return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s: is missing", sluice.ErrConfig, k), Hint: hint}
-		}
-	}
-	return nil
-}
-
-// Validate checks every field and names the one that is wrong.
-func (c *Config) Validate() error {
-	bad := func(field, msg string) error {
-		return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: %s %s", sluice.ErrConfig, field, msg), Hint: "set " + field + " to a valid value"}
-	}
-	for role, ep := range map[string]sluice.Endpoint{"source": c.Source, "target": c.Target} {
-		if ep.Host == "" {
-			return bad(role+".host", "is empty")
-		}
-		if ep.Port <= 0 || ep.Port > 65535 {
-			return bad(role+".port", fmt.Sprintf("is %d", ep.Port))
-		}
-		if ep.User == "" {
-			return bad(role+".user", "is empty")
-		}
-		if _, _, err := dbconn.TLSConfig(ep, role); err != nil {
-			return err
-		}
-	}
-	if err := c.validateSources(); err != nil {
-		return err
-	}
-	if c.Name == "" || strings.ContainsAny(c.Name, "/\\ ") {
-		return bad("name", "must be a non-empty word")
-	}
-	if len(c.Tables.Include) == 0 {
-		return bad("tables.include", "is empty (e.g. [\"mydb.*\"])")
-	}
-	for _, p := range append(append([]string{}, c.Tables.Include...), c.Tables.Exclude...) {
-		if _, _, err := splitPattern(p); err != nil {
-			return bad("tables pattern "+strconvQuote(p), err.Error())
-		}
-	}
-	for i, r := range c.Routes {
-		if r.Schema == "" || r.TargetSchema == "" {
-			return bad(fmt.Sprintf("routes[%d]", i), "needs schema and target-schema")
-		}
-		for _, part := range []struct{ key, p string }{{"schema", r.Schema}, {"table", r.Table}} {
-			if part.p == "" {
-				continue
-			}
-			if _, err := compilePart(part.p); err != nil {
-				return bad(fmt.Sprintf("routes[%d].%s %q", i, part.key, part.p), err.Error())
-			}
-		}
-		if err := CheckName(fmt.Sprintf("routes[%d].target-schema", i), r.TargetSchema); err != nil {
-			return err
-		}
-		if r.TargetTable != "" {
-			if err := CheckName(fmt.Sprintf("routes[%d].target-table", i), r.TargetTable); err != nil {
-				return err
-			}
-		}
-	}
-	if c.Threads < 1 || c.Threads > 256 {
-		return bad("threads", fmt.Sprintf("is %d (1-256)", c.Threads))
-	}
-	if c.PoolSize < 1 || c.PoolSize > 256 {
-		return bad("pool-size", fmt.Sprintf("is %d (1-256)", c.PoolSize))
-	}
-	if c.RowsPerChunk < 1 {
-		return bad("rows-per-chunk", "must be positive")
-	}
-	if c.RowsPerStatement < 0 {
-		return bad("rows-per-statement", "must be 0 (LOAD DATA) or positive")
-	}
-	if c.Incremental.WorkerCount < 1 || c.Incremental.WorkerCount > fence.MaxWorkers {
-		return bad("incremental.worker-count", fmt.Sprintf("is %d (1-%d)", c.Incremental.WorkerCount, fence.MaxWorkers))
-	}
-	if c.Incremental.Batch < 1 {
-		return bad("incremental.batch", "must be positive")
-	}
-	switch c.Incremental.Flavor {
-	case "", "mariadb", "mysql":
-	default:
-		return bad("incremental.flavor", "must be mariadb or mysql")
-	}
-	switch c.Incremental.CommitOrder {
-	case "", "source", "relaxed":
-	default:
-		return bad("incremental.commit-order", "must be source or relaxed")
-	}
-	switch c.Incremental.OnMissingRow {
-	case "", "stop", "skip":
-	default:
-		return bad("incremental.on-missing-row", "must be stop or skip")
-	}
-	switch c.Incremental.OnlineDDL {
-	case "", "none", "gh-ost", "pt-osc":
-	default:
-		return bad("incremental.online-ddl", "must be gh-ost, pt-osc or none")
-	}
-	if c.present["sink"] {
-		if c.Sink.Kafka == nil {
-			return bad("sink", "names no sink (use sink: {kafka: {brokers: [host:port], topic-prefix: P}})")
-		}
-		if c.present["target"] {
-			return &sluice.Error{Op: "task file", Err: fmt.Errorf("%w: both target: and sink: are set", sluice.ErrConfig), Hint: "a task writes to a target database or to a sink: remove one of them"}
-		}
-		if len(c.Sink.Kafka.Brokers) == 0 {
-			return bad("sink.kafka.brokers", "is empty (e.g. [127.0.0.1:9092])")
-		}
-		if c.Sink.Kafka.TopicPrefix == "" {
-			return bad("sink.kafka.topic-prefix", "is empty (e.g. dbserver1)")
-		}
-		if a := c.Sink.Kafka.SASL; a != nil {
-			switch a.Mechanism {
-			case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-			default:
-				return bad("sink.kafka.sasl.mechanism", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-			}
-			if a.User == "" {
-				return bad("sink.kafka.sasl.user", "is empty (sasl: {mechanism: PLAIN, user: U, password: ${VAR}})")
-			}
-		}
-		if t := c.Sink.Kafka.TLS; t != nil {
-			switch t.Mode {
-			case "", "disabled", "required", "verify-ca", "verify-identity":
-			default:
-				// No "preferred": a Kafka listener speaks TLS or it does
-				// not, and falling back to plaintext would send the SASL
-				// password in clear.
-				return bad("sink.kafka.tls.mode", "must be verify-identity (the default), verify-ca, required or disabled")
-			}
-		}
-		switch c.Sink.Kafka.Format {
-		case "", "debezium", "canal-json":
-		default:
-			return bad("sink.kafka.format", "must be debezium or canal-json")
-		}
-	}
-	if c.present["serve"] {
-		if c.Serve.Listen == "" {
-			return bad("serve.listen", "is empty (e.g. 127.0.0.1:3310)")
-		}
-		if c.Serve.ServerID == 0 {
-			return bad("serve.server-id", "is missing (a server id no replica and no source uses)")
-		}
-		if len(c.Serve.Users) == 0 {
-			return bad("serve.users", "is empty: give at least one {user, password}; there is no anonymous access")
-		}
-		for i, u := range c.Serve.Users {
-			if u.User == "" || u.Password == "" {
-				return bad(fmt.Sprintf("serve.users[%d]", i), "needs a user and a password")
-			}
-		}
-		if (c.Serve.TLSCert == "") != (c.Serve.TLSKey == "") {
-			return bad("serve.tls-cert and serve.tls-key", "go together")
-		}
-		if c.Serve.RequireTLS && c.Serve.TLSCert == "" {
-			return bad("serve.require-tls", "needs serve.tls-cert and serve.tls-key")
-		}
-		if d, err := time.ParseDuration(c.Serve.PurgeInterval); err != nil || d <= 0 {
-			return bad("serve.purge-interval", "must be a positive duration such as 1m")
-		}
-		if a := c.Serve.Retain.Age; a != "" {
-			if d, err := time.ParseDuration(a); err != nil || d < 0 {
-				return bad("serve.retain.age", "must be a duration such as 24h or 7d written as 168h")
-			}
-		}
-		if _, err := c.Serve.Retain.RetainBytes(); err != nil {
-			return bad("serve.retain.size", err.Error())
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-db/sluice/dump"
+	"github.com/sluice-db/sluice/internal/logx"
+	"github.com/sluice-db/sluice/preflight"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
 )
@@ -57,21 +60,21 @@ func runDump(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	began := time.Now()
-	dc := f.dumpConfig(cfg)
-	dc.Logf = func(format string, args ...any) { logf(out, format, args...) }
+	dc := f.dumpConfig(cfg, out)
 	d, err := dump.Open(ctx, dc)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	if err := checkSelected(ctx, cfg, d.Tables(), false, out); err != nil {
+	log := logx.New(out, "dump "+cfg.Name)
+	if err := preflight.CheckSelected(ctx, cfg, d.Tables(), false, log); err != nil {
 		return err
 	}
 	if err := sink.WriteSchemas(d.Tables()); err != nil {
 		return err
 	}
 	ds := d.Stats()
-	logf(out, "dump %s: %d tables to %s, snapshot at %s\n", cfg.Name, len(d.Tables()), dir, d.Position())
+	log.Info(fmt.Sprintf("%d tables to %s, snapshot at %s", len(d.Tables()), dir, d.Position()))
 	prog := startProgress(out, f.progressEvery, progressPhase{Name: "dump", Rows: ds.Rows.Load, Bytes: ds.Bytes.Load, Done: ds.Chunks.Load, Total: ds.TotalChunks.Load})
 	start := time.Now()
 	err = d.Run(ctx, sink)
@@ -84,6 +87,6 @@ func runDump(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	writeSummary(out, summary{item: "dump", threads: cfg.Threads, rows: ds.Rows.Load(), dumpBytes: ds.Bytes.Load(), total: time.Since(began), dumpTime: took})
-	reportLeftOut(ctx, cfg, out) // sourceobjects.go
+	reportLeftOut(ctx, cfg, out)
 	return nil
 }

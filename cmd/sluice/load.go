@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/dumpfmt"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/load"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
@@ -68,6 +69,7 @@ func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	defer l.Close()
+	llog := logx.New(out, "load "+cfg.Name)
 	// The dump holds every chunk: a loaded table that the target lost
 	// (dropped or emptied by hand) is loaded again from it.
 	inDump := map[sluice.TableRef]bool{}
@@ -79,7 +81,7 @@ func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	for _, t := range lost {
-		logf(out, "load %s: %s is %s although this load wrote it; it is loaded again whole\n", cfg.Name, t.Target, t.Why)
+		llog.Info(fmt.Sprintf("%s is %s although this load wrote it; it is loaded again whole", t.Target, t.Why))
 	}
 	var specs []load.TableSpec
 	var tables []dumpfmt.TableMeta
@@ -98,7 +100,7 @@ func runLoad(ctx context.Context, cfg *task.Config, f *fullFlags, dir string, ou
 		return err
 	}
 	ls := l.Stats()
-	logf(out, "load %s: %d tables from %s, %d chunks to load (%d done before)\n", cfg.Name, len(specs), dir, ls.TotalChunks.Load(), ls.Skipped.Load())
+	llog.Info(fmt.Sprintf("%d tables from %s, %d chunks to load (%d done before)", len(specs), dir, ls.TotalChunks.Load(), ls.Skipped.Load()))
 	prog := startProgress(out, f.progressEvery, loadPhase(ls))
 	l.Start(ctx)
 	var qerr error

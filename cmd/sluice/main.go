@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/preflight"
 )
 
 // commands are added by each command's file in init, so that files for
@@ -74,7 +75,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 
 // errPrecheck marks a check failure that stopped migrate (exit 2, a
 // refused run), as opposed to sluice check's own verdict (exit 1).
-var errPrecheck = errors.New("refused before starting")
+var errPrecheck = preflight.ErrRefused
 
 // exitCode: 1 means "verify found differences" or "sluice check found a
 // failing check", 3 "status found the task

@@ -179,12 +179,3 @@ func fitLine(s string, width int) string {
 	}
 	return s
 }
-
-// logf writes a line that starts a log record: the UTC date and time, then
-// the text, so that a captured output tells when each step happened.
-func logf(out io.Writer, format string, args ...any) {
-	fmt.Fprintf(out, "%s %s", time.Now().UTC().Format(logTime), fmt.Sprintf(format, args...))
-}
-
-// logTime is the time format of log lines (RFC 3339, seconds, UTC).
-const logTime = "2006-01-02T15:04:05Z"

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/replicate"
 )
 
@@ -74,8 +75,8 @@ func TestStatusIsAHealthCheck(t *testing.T) {
 // TestLogLinesCarryTheDate: log records start with the UTC date and time.
 func TestLogLinesCarryTheDate(t *testing.T) {
 	var b bytes.Buffer
-	logf(&b, "migrate %s: done\n", "x")
-	if _, err := time.Parse(logTime, strings.SplitN(b.String(), " ", 2)[0]); err != nil || !strings.HasSuffix(b.String(), " migrate x: done\n") {
+	logx.New(&b, "migrate x").Info("done")
+	if _, err := time.Parse(time.RFC3339, strings.SplitN(b.String(), " ", 2)[0]); err != nil || !strings.HasSuffix(b.String(), " migrate x: done\n") {
 		t.Fatalf("log line %q: %v", b.String(), err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/cluster"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/sandbox"
 	"github.com/sluice-db/sluice/task"
@@ -81,7 +82,7 @@ them over at once.`,
 				dir = filepath.Join(sandbox.DefaultDir(), "worker-"+name)
 			}
 			wc := cluster.DefaultWorkerConfig(f.config(), name, dir)
-			wc.Log = c.OutOrStdout()
+			wc.Log, wc.TaskOut = logx.New(c.OutOrStdout(), "worker "+name), c.OutOrStdout()
 			wc.Start = startReplication
 			wc.MetricsAddr = metricsAddr
 			wc.ProcessCollectors = replicate.ProcessCollectors()

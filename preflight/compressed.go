@@ -1,4 +1,4 @@
-package main
+package preflight
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 // replicates refuses a selected table with one before it starts, rather
 // than at the table's first row. A copy alone reads them with SELECT and
 // needs no check.
-func compressedColumns(ctx context.Context, src *sql.DB, cfg *task.Config) checkResult {
-	r := checkResult{Name: "compressed columns", Status: "pass", Detail: "no COMPRESSED column in the selected tables"}
+func compressedColumns(ctx context.Context, src *sql.DB, cfg *task.Config) Result {
+	r := Result{Name: "compressed columns", Status: "pass", Detail: "no COMPRESSED column in the selected tables"}
 	rows, err := src.QueryContext(ctx, `SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
 		WHERE COLUMN_TYPE LIKE '%COMPRESSED%' AND TABLE_SCHEMA NOT IN ('mysql','information_schema','performance_schema','sys')
 		ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION`)

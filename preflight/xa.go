@@ -1,4 +1,4 @@
-package main
+package preflight
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-db/sluice/task"
 )
 
-// preparedXAName names the check; precheck leaves it to the copy.
+// preparedXAName names the check; Before leaves it to the copy.
 const preparedXAName = "prepared XA"
 
 // preparedXA: a full copy that replication follows cannot start while the
@@ -21,8 +21,8 @@ const preparedXAName = "prepared XA"
 // reads XA RECOVER under the global read lock, where no transaction can
 // be prepared in between, and takes no snapshot at all when the copy is
 // complete.
-func preparedXA(ctx context.Context, src *sql.DB, cfg *task.Config) checkResult {
-	r := checkResult{Name: preparedXAName, Status: "pass", Detail: "no prepared XA transaction on the source"}
+func preparedXA(ctx context.Context, src *sql.DB, cfg *task.Config) Result {
+	r := Result{Name: preparedXAName, Status: "pass", Detail: "no prepared XA transaction on the source"}
 	xids, err := dump.PreparedXA(ctx, src)
 	if err != nil {
 		return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))

@@ -1,4 +1,4 @@
-package main
+package migrate
 
 import (
 	"context"
@@ -101,7 +101,7 @@ func (r *copyReporter) writeStage(stage string, cerr error) {
 	}
 	st := replicate.Status{Task: r.cfg.Name, Stage: stage, PID: os.Getpid(), Started: r.started, Updated: time.Now(), Copy: cs, MetricsAddr: r.addr}
 	if cerr != nil {
-		st.Error = oneLineErr(cerr)
+		st.Error = oneLine(cerr)
 	}
 	_ = replicate.WriteStatus(r.cfg.Dir, st)
 }

@@ -1,10 +1,9 @@
-package main
+package preflight
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/sluice-db/sluice"
@@ -20,8 +19,8 @@ import (
 // routed name longer than the server's 64 characters. Literal names in
 // routes: are checked when the file is read (task.Validate); this checks
 // the names the routes make of the source's tables.
-func routeCheck(ctx context.Context, src *sql.DB, cfg *task.Config) checkResult {
-	r := checkResult{Name: "routes"}
+func routeCheck(ctx context.Context, src *sql.DB, cfg *task.Config) Result {
+	r := Result{Name: "routes"}
 	refs, err := schema.ListTables(ctx, src, cfg.Selected)
 	if err != nil {
 		return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))
@@ -46,28 +45,5 @@ func routeCheck(ctx context.Context, src *sql.DB, cfg *task.Config) checkResult 
 		seen[k] = ref
 	}
 	r.Status, r.Detail = "pass", fmt.Sprintf("%d tables, each to its own target table", len(refs))
-	return r
-}
-
-// metricsAddrCheck binds incremental.metrics-addr and lets it go: a bad or
-// busy address was found only when replication started, after the whole
-// copy, and the copy itself served no metrics in silence.
-func metricsAddrCheck(cfg *task.Config) checkResult {
-	r := checkResult{Name: "metrics-addr"}
-	addr := cfg.Incremental.MetricsAddr
-	if addr == "" {
-		r.Status, r.Detail = "pass", "no metrics endpoint (incremental.metrics-addr is empty)"
-		return r
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		r.Status = "fail"
-		r.Detail = fmt.Sprintf("incremental.metrics-addr %q cannot be served: %v", addr, err)
-		r.Err = fmt.Errorf("%w: %s", sluice.ErrConfig, r.Detail)
-		r.Fix = "set incremental.metrics-addr to a free loopback address such as 127.0.0.1:9358, or 127.0.0.1:0 for any port (or stop what listens there)"
-		return r
-	}
-	ln.Close()
-	r.Status, r.Detail = "pass", "can listen on "+addr
 	return r
 }

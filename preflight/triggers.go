@@ -1,4 +1,4 @@
-package main
+package preflight
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 // hold them twice. A MariaDB replica never fires triggers for row events.
 // The applier refuses such a table at its first row too (apply.ErrTargetTriggers);
 // this check refuses before anything is copied.
-func targetTriggers(ctx context.Context, src, dst *sql.DB, cfg *task.Config) checkResult {
-	r := checkResult{Name: "target triggers", Status: "pass"}
+func targetTriggers(ctx context.Context, src, dst *sql.DB, cfg *task.Config) Result {
+	r := Result{Name: "target triggers", Status: "pass"}
 	refs, err := schema.ListTables(ctx, src, cfg.Selected)
 	if err != nil {
 		return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))

@@ -1,10 +1,9 @@
-package main
+package preflight
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/sluice-db/sluice"
@@ -24,17 +23,17 @@ import (
 
 // sourceObjectChecks returns the checks "refused tables" (fail) and
 // "objects not copied" (warn). dst may be nil (no target connection).
-func sourceObjectChecks(ctx context.Context, src, dst *sql.DB, cfg *task.Config) []checkResult {
+func sourceObjectChecks(ctx context.Context, src, dst *sql.DB, cfg *task.Config) []Result {
 	o, err := schema.SourceObjects(ctx, src, cfg.Selected, cfg.SchemaSelected)
 	if err != nil {
-		return []checkResult{errResult("refused tables", dbconn.Classify(err, "source", cfg.Source))}
+		return []Result{errResult("refused tables", dbconn.Classify(err, "source", cfg.Source))}
 	}
-	return []checkResult{refusedTables(ctx, dst, cfg, o), leftOut(o)}
+	return []Result{refusedTables(ctx, dst, cfg, o), leftOut(o)}
 }
 
-func refusedTables(ctx context.Context, dst *sql.DB, cfg *task.Config, o *schema.Objects) checkResult {
-	r := checkResult{Name: "refused tables", Status: "pass", Detail: "no sequence or system-versioned table is selected"}
-	fail := func(detail, fix string) checkResult {
+func refusedTables(ctx context.Context, dst *sql.DB, cfg *task.Config, o *schema.Objects) Result {
+	r := Result{Name: "refused tables", Status: "pass", Detail: "no sequence or system-versioned table is selected"}
+	fail := func(detail, fix string) Result {
 		r.Status, r.Detail, r.Fix = "fail", detail, fix
 		r.Err = fmt.Errorf("%w: %s", sluice.ErrConfig, detail)
 		return r
@@ -65,8 +64,8 @@ func refusedTables(ctx context.Context, dst *sql.DB, cfg *task.Config, o *schema
 }
 
 // leftOut warns about the objects neither copied nor replicated.
-func leftOut(o *schema.Objects) checkResult {
-	r := checkResult{Name: "objects not copied", Status: "pass", Detail: "no view, trigger, routine or event in the selected schemas"}
+func leftOut(o *schema.Objects) Result {
+	r := Result{Name: "objects not copied", Status: "pass", Detail: "no view, trigger, routine or event in the selected schemas"}
 	if s := leftOutText(o, false); s != "" {
 		r.Status, r.Detail = "warn", s
 		r.Fix = "create them on the target yourself (SHOW CREATE ... on the source); sluice copies and replicates tables and their rows only"
@@ -98,23 +97,22 @@ func leftOutText(o *schema.Objects, refused bool) string {
 	return "not copied: " + strings.Join(parts, "; ")
 }
 
-// reportLeftOut prints, at the end of a full copy or a dump, what it did
-// not copy.
-func reportLeftOut(ctx context.Context, cfg *task.Config, out io.Writer) {
+// LeftOutLine is the line printed at the end of a full copy or a dump:
+// what it did not copy ("" when nothing was left out).
+func LeftOutLine(ctx context.Context, cfg *task.Config) string {
 	src, err := dbconn.Open(ctx, "source", cfg.Source, dbconn.Options{MaxOpen: 1})
 	if err != nil {
-		fmt.Fprintf(out, "could not list the objects the copy leaves out: %s\n", oneLineErr(err))
-		return
+		return "could not list the objects the copy leaves out: " + oneLine(err)
 	}
 	defer src.Close()
 	o, err := schema.SourceObjects(ctx, src, cfg.Selected, cfg.SchemaSelected)
 	if err != nil {
-		fmt.Fprintf(out, "could not list the objects the copy leaves out: %s\n", oneLineErr(err))
-		return
+		return "could not list the objects the copy leaves out: " + oneLine(err)
 	}
 	if s := leftOutText(o, true); s != "" {
-		fmt.Fprintf(out, "%s; create them on the target yourself (sluice copies tables and rows only)\n", s)
+		return s + "; create them on the target yourself (sluice copies tables and rows only)"
 	}
+	return ""
 }
 
 func refStrings(refs []sluice.TableRef) []string {

@@ -1,11 +1,11 @@
-package main
+package preflight
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -23,8 +23,8 @@ import (
 // points at the table (it is the source's). A table routed to another
 // name is a legitimate copy; replication then needs to mark its own
 // writes (replicate/ownwrites.go), which takes BINLOG REPLAY.
-func sameServerCheck(ctx context.Context, src, dst *sql.DB, cfg *task.Config, mode string) checkResult {
-	r := checkResult{Name: "target is not the source"}
+func sameServerCheck(ctx context.Context, src, dst *sql.DB, cfg *task.Config, mode string) Result {
+	r := Result{Name: "target is not the source"}
 	sid, err := dbconn.ServerIdentity(ctx, src)
 	if err != nil {
 		return errResult(r.Name, dbconn.Classify(err, "source", cfg.Source))
@@ -37,7 +37,7 @@ func sameServerCheck(ctx context.Context, src, dst *sql.DB, cfg *task.Config, mo
 		r.Status, r.Detail = "pass", "the target is another server"
 		return r
 	}
-	fail := func(what string) checkResult {
+	fail := func(what string) Result {
 		r.Status = "fail"
 		r.Detail = fmt.Sprintf("the target is the source server (%s): %s", sid, what)
 		r.Err = fmt.Errorf("%w: %s", sluice.ErrConfig, r.Detail)
@@ -97,13 +97,13 @@ func canMarkOwn(ctx context.Context, cfg *task.Config, id uint32) error {
 	return err
 }
 
-// markOwnCopy: when the target is the source, the full copy's sessions
+// MarkOwnCopy: when the target is the source, the full copy's sessions
 // mark their writes with the task's replication server id too, so that
 // replication from the snapshot (now, or a later --mode incremental)
 // skips the copied rows instead of loading them a second time. A copy
 // alone (--mode full) needs no such privilege and goes on unmarked, with
 // a warning.
-func markOwnCopy(ctx context.Context, cfg *task.Config, mode string, out io.Writer) error {
+func MarkOwnCopy(ctx context.Context, cfg *task.Config, mode string, log *slog.Logger) error {
 	same, _, err := dbconn.SameServer(ctx, cfg.Source, cfg.Target)
 	if err != nil || !same {
 		return err
@@ -116,7 +116,7 @@ func markOwnCopy(ctx context.Context, cfg *task.Config, mode string, out io.Writ
 		if mode != "full" || !errors.Is(err, sluice.ErrPrivilege) {
 			return err
 		}
-		logf(out, "migrate %s: warning: the target is the source and the copy's writes cannot be marked (%v); replicating later from this copy's snapshot would apply them again\n", cfg.Name, err)
+		log.Info(fmt.Sprintf("warning: the target is the source and the copy's writes cannot be marked (%v); replicating later from this copy's snapshot would apply them again", err))
 		return nil
 	}
 	cfg.Target.SessionServerID = rc.Binlog.ServerID
