@@ -110,17 +110,13 @@ func NewSinkTask(cfg Config, kcfg kafka.Config) (*SinkTask, error) {
 // error. start is the snapshot position for a task without a checkpoint
 // (nil: Config.Start).
 func (s *SinkTask) Run(ctx context.Context, start *sluice.Position) error {
-	t := s.t
-	t.mu.Lock()
-	t.started = time.Now()
-	t.mu.Unlock()
-	unlock, err := prepareDir(t.cfg.Dir, t.cfg.Name) // taskdir.go
+	unlock, err := s.t.claim()
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	err = s.run(ctx, start)
-	t.stopped(s.Status(), err)
+	s.t.stopped(s.Status(), err)
 	return err
 }
 
@@ -176,26 +172,14 @@ func (s *SinkTask) startPosition(ctx context.Context, start *sluice.Position, in
 	if s.Snapshot {
 		return s.snapshotInto(ctx, sk, info.Flavor)
 	}
-	want := t.cfg.Start
-	if start != nil {
-		want = *start
-	}
-	if want.File == "" && want.GTIDSet == "" {
-		return want, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint in Kafka and no start position", sluice.ErrConfig, t.cfg.Name),
-			Hint: "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file"}
-	}
-	if want, err = resolveStart(ctx, want, info, bcfg, t.cfg.Source); err != nil {
-		return want, err
-	}
-	state, err := seedFromSource(ctx, t.cfg)
-	if err != nil {
-		return want, err
-	}
-	if err := sk.Seed(ctx, want, state); err != nil {
-		return want, err
-	}
-	t.logf("new task: starts at %s", want)
-	return want, nil
+	return t.seedStart(ctx, start, info, bcfg, " in Kafka", "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file",
+		func(want sluice.Position) error {
+			state, err := seedFromSource(ctx, t.cfg)
+			if err != nil {
+				return err
+			}
+			return sk.Seed(ctx, want, state)
+		})
 }
 
 // seedFromSource is the schema tracker state of a new sink task: the

@@ -97,10 +97,7 @@ func (t *Task) warnf(format string, args ...any) { t.log.Warn(fmt.Sprintf(format
 // start is the full copy's snapshot position for --mode all; nil means the
 // checkpoint, or Config.Start for a task that has none.
 func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
-	t.mu.Lock()
-	t.started = time.Now()
-	t.mu.Unlock()
-	unlock, err := prepareDir(t.cfg.Dir, t.cfg.Name) // taskdir.go
+	unlock, err := t.claim()
 	if err != nil {
 		return err
 	}
@@ -142,6 +139,14 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 	return err
 }
 
+// claim begins a Run: the start time, and the task's dir and its lock.
+func (t *Task) claim() (unlock func(), err error) {
+	t.mu.Lock()
+	t.started = time.Now()
+	t.mu.Unlock()
+	return prepareDir(t.cfg.Dir, t.cfg.Name) // taskdir.go
+}
+
 // stopped writes the last status of a run that ended with err.
 func (t *Task) stopped(st Status, err error) {
 	st.Stage = StageStopped
@@ -165,23 +170,37 @@ func (t *Task) startPosition(ctx context.Context, db *sql.DB, start *sluice.Posi
 		pos.Flavor = info.Flavor
 		return pos, nil
 	}
+	return t.seedStart(ctx, start, info, bcfg, "", "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file, or run sluice migrate --mode all",
+		func(want sluice.Position) error {
+			state, err := seedSchema(ctx, t.cfg, db)
+			if err != nil {
+				return err
+			}
+			if err := a.Seed(ctx, want, state); err != nil {
+				return dbconn.Classify(err, "target", t.cfg.Target)
+			}
+			return nil
+		})
+}
+
+// seedStart starts a task that has no checkpoint: at start (the full
+// copy's position), else at Config.Start, completed and checked against
+// the source; seed stores it as the consumer's first checkpoint. where
+// and hint complete the error when there is neither.
+func (t *Task) seedStart(ctx context.Context, start *sluice.Position, info *binlog.Info, bcfg binlog.Config, where, hint string, seed func(sluice.Position) error) (sluice.Position, error) {
 	want := t.cfg.Start
 	if start != nil {
 		want = *start
 	}
 	if want.File == "" && want.GTIDSet == "" {
-		return pos, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint and no start position", sluice.ErrConfig, t.cfg.Name),
-			Hint: "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file, or run sluice migrate --mode all"}
+		return want, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint%s and no start position", sluice.ErrConfig, t.cfg.Name, where), Hint: hint}
 	}
-	if want, err = resolveStart(ctx, want, info, bcfg, t.cfg.Source); err != nil {
-		return pos, err
-	}
-	state, err := seedSchema(ctx, t.cfg, db)
+	want, err := resolveStart(ctx, want, info, bcfg, t.cfg.Source)
 	if err != nil {
-		return pos, err
+		return want, err
 	}
-	if err := a.Seed(ctx, want, state); err != nil {
-		return pos, dbconn.Classify(err, "target", t.cfg.Target)
+	if err := seed(want); err != nil {
+		return want, err
 	}
 	t.logf("new task: starts at %s", want)
 	return want, nil
