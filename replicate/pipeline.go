@@ -130,8 +130,6 @@ func (t *Task) pipeline(ctx context.Context, e end, start *sluice.Position, m *m
 	rlog.SetApplied(pos)
 	t.mu.Lock()
 	t.rlog = rlog
-	t.mu.Unlock()
-	t.mu.Lock()
 	metOn := t.metOn
 	t.mu.Unlock()
 	t.logf("source %s (%s), %s, from %s; relay in %s; metrics on %s", t.cfg.Source, info.Flavor, e.dest(), pos, t.cfg.Relay.Dir, metOn)
