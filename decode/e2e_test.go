@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/sandbox"
@@ -70,7 +71,8 @@ func startTaskWith(t *testing.T, name string, start sluice.Position, mod func(*r
 	if mod != nil {
 		mod(&cfg)
 	}
-	task, err := replicate.New(cfg, testWriter{t})
+	cfg.Log = logx.New(testWriter{t}, "replicate "+cfg.Name)
+	task, err := replicate.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

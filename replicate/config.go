@@ -7,6 +7,7 @@ package replicate
 
 import (
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -55,6 +56,20 @@ type Config struct {
 	// RetryMin/RetryMax bound the wait before the applying side restarts from
 	// its checkpoint after a transient target failure.
 	RetryMin, RetryMax time.Duration
+
+	// Log takes the task's messages: its start, restarts, waits and stop.
+	// cmd/sluice renders them with internal/logx as the lines users read
+	// ("<time> replicate <task>: ..."). nil drops them (a library does not
+	// write to the process's default logger unasked).
+	Log *slog.Logger
+}
+
+// logger is Log, or one that drops every message.
+func (c Config) logger() *slog.Logger {
+	if c.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Log
 }
 
 // DefaultConfig returns defaults for a task named name in dir.

@@ -2,11 +2,9 @@ package replicate
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -23,7 +21,6 @@ import (
 	"github.com/sluice-db/sluice/internal/metricshttp"
 	"github.com/sluice-db/sluice/merge"
 	"github.com/sluice-db/sluice/relay"
-	"github.com/sluice-db/sluice/serve"
 	"github.com/sluice-db/sluice/task"
 )
 
@@ -108,13 +105,15 @@ func (g *globalSource) heard() (sluice.Position, time.Time) {
 // the relays are merged into one binlog (dir/global), and that binlog is
 // served over the MySQL replication protocol until ctx ends. A restart
 // continues every relay and the merged binlog where their complete data
-// ends.
-func RunGlobalServe(ctx context.Context, t *task.Config, out io.Writer, ready func(addr string)) error {
-	logf := func(format string, a ...any) { fmt.Fprintf(out, "serve %s: %s\n", t.Name, fmt.Sprintf(format, a...)) }
+// ends. log takes the messages (nil drops them).
+func RunGlobalServe(ctx context.Context, t *task.Config, log *slog.Logger, ready func(addr string)) error {
 	rc, err := FromTask(t)
 	if err != nil {
 		return err
 	}
+	rc.Log = log
+	log = rc.logger()
+	logf := func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) }
 	srcs := make([]*globalSource, len(t.Sources))
 	for i, s := range t.Sources {
 		g, err := openGlobalSource(ctx, t, rc, s, logf)
@@ -154,7 +153,15 @@ func RunGlobalServe(ctx context.Context, t *task.Config, out io.Writer, ready fu
 	if err != nil {
 		return err
 	}
-	srv, err := newServer(t, ServeGlobal(glog, m), out)
+	sc, err := serveConfig(&t.Serve)
+	if err != nil {
+		return err
+	}
+	// Its databases come from several sources and its positions are its
+	// own, so no one source's metadata (nor its SHOW MASTER STATUS under a
+	// read lock) matches it.
+	sc.NoForward = "the global binlog of sources: merges several sources (fix: ask the source that holds the database, or serve one source's binlog with a task of its own)"
+	srv, err := newServer(sc, ServeGlobal(glog, m), log)
 	if err != nil {
 		return err
 	}
@@ -181,53 +188,37 @@ func RunGlobalServe(ctx context.Context, t *task.Config, out io.Writer, ready fu
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errc := make(chan error, len(srcs)+2)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	for _, g := range srcs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := g.fetch(rctx); err != nil {
-				errc <- fmt.Errorf("source %s: %w", g.cfg.Name, err)
+	stop := startServe(srv, ln)
+	g := newGroup(ctx)
+	for _, src := range srcs {
+		g.Go(func(ctx context.Context) error {
+			// The reader reconnects by itself: a source that is down holds
+			// the merge back until it returns; what reaches here is fatal.
+			if err := fetch(ctx, src.log, src.bcfg, src.pos, nil, src.fetching); err != nil {
+				return fmt.Errorf("source %s: %w", src.cfg.Name, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	g.Go(func(ctx context.Context) error {
 		// The merge reads each relay from its start: wait until the
 		// writer has made it (a new relay has no file before).
-		for _, g := range srcs {
-			if err := g.log.WaitFor(rctx, g.pos); err != nil {
-				if rctx.Err() == nil {
-					errc <- err
+		for _, src := range srcs {
+			if err := src.log.WaitFor(ctx, src.pos); err != nil {
+				if ctx.Err() != nil {
+					return nil
 				}
-				return
+				return err
 			}
 		}
-		if err := m.Run(rctx); err != nil {
-			errc <- err
-		}
-	}()
+		return m.Run(ctx)
+	})
 	purgeEvery, _ := time.ParseDuration(t.Serve.PurgeInterval) // checked by the task file
-	wg.Add(2)
-	go func() { defer wg.Done(); retainServed(rctx, glog, purgeEvery, logf) }()
+	g.Go(func(ctx context.Context) error { retainServed(ctx, glog, purgeEvery, logf); return nil })
 	sv := func() *ServeStatus { return &ServeStatus{Addr: ln.Addr().String(), Replicas: srv.Stats()} }
-	go func() { defer wg.Done(); globalStatusLoop(rctx, t.Dir, metAddr, sv, m, srcs, logf) }()
-	var ferr error
-	select {
-	case <-ctx.Done():
-	case ferr = <-errc:
-	}
-	cancel()
-	ln.Close()
-	srv.Close()
-	wg.Wait()
-	if err := <-served; err != nil && ferr == nil && !errors.Is(err, net.ErrClosed) {
+	g.Go(func(ctx context.Context) error { globalStatusLoop(ctx, t.Dir, metAddr, sv, m, srcs, logf); return nil })
+	ferr := g.Wait()
+	if err := stop(); ferr == nil {
 		ferr = err
 	}
 	return ferr
@@ -330,56 +321,11 @@ func relayHeadGTID(ctx context.Context, l *relay.Log) (string, error) {
 	return set, nil
 }
 
-// fetch copies the source's binlog into its relay; the binlog reader
-// reconnects by itself (a source that is down holds the merge back until
-// it returns), what reaches here is fatal.
-func (g *globalSource) fetch(ctx context.Context) error {
-	w, err := g.log.NewWriter()
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	br, err := binlog.NewReader(g.bcfg)
-	if err != nil {
-		return err
-	}
-	defer br.Close()
-	if err := br.Start(ctx, w.Resume(g.pos)); err != nil {
-		return err
-	}
+// fetching records the relay writer of the source's fetch, for heard.
+func (g *globalSource) fetching(w *relay.Writer, _ *binlog.Reader) {
 	g.mu.Lock()
 	g.w = w
 	g.mu.Unlock()
-	err = w.Run(ctx, br)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
-// newServer builds the binlog service of the task's serve: section.
-func newServer(t *task.Config, b serve.Binlog, out io.Writer) (*serve.Server, error) {
-	users := make([]serve.User, len(t.Serve.Users))
-	for i, u := range t.Serve.Users {
-		users[i] = serve.User{Name: u.User, Password: u.Password}
-	}
-	sc := serve.Config{ServerID: t.Serve.ServerID, Users: users, RequireTLS: t.Serve.RequireTLS,
-		// Its databases come from several sources and its positions are its
-		// own, so no one source's metadata (nor its SHOW MASTER STATUS
-		// under a read lock) matches it.
-		NoForward: "the global binlog of sources: merges several sources (fix: ask the source that holds the database, or serve one source's binlog with a task of its own)"}
-	if t.Serve.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(t.Serve.TLSCert, t.Serve.TLSKey)
-		if err != nil {
-			return nil, &sluice.Error{Op: "serve: load serve.tls-cert / tls-key", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "give a PEM certificate and its key"}
-		}
-		sc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	srv, err := serve.New(sc, b, slog.New(slog.NewTextHandler(out, nil)))
-	if err != nil {
-		return nil, &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "fix serve: in the task file"}
-	}
-	return srv, nil
 }
 
 // globalStatusLoop refreshes the status file every second, lets each

@@ -154,7 +154,7 @@ func TestSinkTaskServesItsOwnMetrics(t *testing.T) {
 	cfg.Source = sluice.Endpoint{Host: "127.0.0.1", Port: 1, User: "root"}
 	kc := kafka.DefaultConfig("solo")
 	kc.Brokers, kc.TopicPrefix = []string{"127.0.0.1:1"}, "solo"
-	s, err := NewSinkTask(cfg, kc, io.Discard)
+	s, err := NewSinkTask(cfg, kc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestSinkStatusHasRates(t *testing.T) {
 	cfg.StatusEvery = 50 * time.Millisecond
 	kc := kafka.DefaultConfig("rates")
 	kc.Brokers, kc.TopicPrefix = []string{"127.0.0.1:1"}, "rates"
-	s, err := NewSinkTask(cfg, kc, io.Discard)
+	s, err := NewSinkTask(cfg, kc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,17 +209,17 @@ func TestSinkStatusHasRates(t *testing.T) {
 	defer m.close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); s.statusLoop(ctx, nil, m) }()
+	go func() { defer close(done); s.t.statusLoop(ctx, m, s.report) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.events.Add(100)
+		s.t.events.Add(100)
 		st, err := ReadStatus(dir)
 		if err == nil && st.Events > 0 && st.EventsPerSec > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("status after %d events: %+v (%v)", s.events.Load(), st, err)
+			t.Fatalf("status after %d events: %+v (%v)", s.t.events.Load(), st, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

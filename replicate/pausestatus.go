@@ -56,7 +56,7 @@ func (t *Task) whilePaused(ctx context.Context, resumed <-chan struct{}, m *metr
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t.statusLoop(pctx, m)
+		t.statusLoop(pctx, m, t.Status)
 	}()
 	defer func() {
 		cancel()

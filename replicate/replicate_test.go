@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/sandbox"
@@ -52,7 +53,8 @@ type running struct {
 
 func run(t *testing.T, cfg replicate.Config) *running {
 	t.Helper()
-	task, err := replicate.New(cfg, testWriter{t})
+	cfg.Log = logx.New(testWriter{t}, "replicate "+cfg.Name)
+	task, err := replicate.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +279,7 @@ func TestRefusesBadStart(t *testing.T) {
 	ctx := context.Background()
 	// No checkpoint and no start position.
 	cfg := taskConfig(t, "nostart", srcInst, dstInst, sluice.Position{})
-	task, err := replicate.New(cfg, nil)
+	task, err := replicate.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +288,7 @@ func TestRefusesBadStart(t *testing.T) {
 	}
 	// A file the source does not have.
 	cfg = taskConfig(t, "purged", srcInst, dstInst, sluice.Position{File: "mysql-bin.000000", Pos: 4})
-	task, _ = replicate.New(cfg, nil)
+	task, _ = replicate.New(cfg)
 	if err := task.Run(ctx, nil); !errors.Is(err, sluice.ErrBinlogPurged) {
 		t.Fatalf("purged start: %v", err)
 	}
@@ -294,7 +296,7 @@ func TestRefusesBadStart(t *testing.T) {
 	sandboxtest.MustExec(t, src, "SET GLOBAL binlog_format='STATEMENT'")
 	defer sandboxtest.MustExec(t, src, "SET GLOBAL binlog_format='ROW'")
 	cfg = taskConfig(t, "stmt", srcInst, dstInst, masterStatus(t, src))
-	task, _ = replicate.New(cfg, nil)
+	task, _ = replicate.New(cfg)
 	if err := task.Run(ctx, nil); !errors.Is(err, sluice.ErrBinlogFormat) {
 		t.Fatalf("STATEMENT binlog: %v", err)
 	}

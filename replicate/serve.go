@@ -5,11 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-db/sluice"
@@ -23,43 +21,45 @@ import (
 // target:): the source's binlog is copied into the relay log, as for
 // replication, and the relay is served over the MySQL replication
 // protocol until ctx ends. A restart continues the relay where its
-// complete data ends. ready, when set, receives the listener's address.
-func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(addr string)) error {
+// complete data ends. log takes the messages (nil drops them); ready,
+// when set, receives the listener's address.
+func RunServe(ctx context.Context, t *task.Config, log *slog.Logger, ready func(addr string)) error {
 	rc, err := FromTask(t)
 	if err != nil {
 		return err
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(out, "serve %s: %s\n", rc.Name, fmt.Sprintf(format, a...)) }
+	rc.Log = log
+	// The task's status, metrics and fetch serve a binlog server as well.
+	tk := &Task{cfg: rc, log: rc.logger(), stage: StageRunning, started: time.Now()}
 	bcfg := rc.Binlog
-	bcfg.Source, bcfg.Notify = rc.Source, logf
+	bcfg.Source, bcfg.Notify = rc.Source, tk.logf
 	info, err := binlog.Check(ctx, bcfg)
 	if err != nil {
 		return err
 	}
 	bcfg.Flavor, bcfg.ServerTLS = info.Flavor, info.TLS
 	rc.Relay.Flavor = info.Flavor
+	tk.cfg = rc
 	rlog, err := relay.Open(rc.Relay)
 	if err != nil {
 		return err
 	}
 	defer rlog.Close()
+	tk.rlog = rlog
 	pos := rlog.End()
 	if pos.File == "" {
 		if pos, err = serveStart(ctx, rc, info, bcfg); err != nil {
 			return err
 		}
 	}
-	srv, ln, err := listenServe(&t.Serve, rc.Source, rlog, out, logf)
+	srv, ln, err := listenServe(&t.Serve, rc.Source, rlog, tk.log)
 	if err != nil {
 		return err
 	}
-	logf("source %s (%s), relay in %s from %s; serving the binlog on %s", rc.Source, info.Flavor, rc.Relay.Dir, pos, ln.Addr())
+	tk.logf("source %s (%s), relay in %s from %s; serving the binlog on %s", rc.Source, info.Flavor, rc.Relay.Dir, pos, ln.Addr())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	tk := &Task{cfg: rc, log: out, stage: StageRunning, started: time.Now(), rlog: rlog}
 	m, err := newMetrics(rc.Name, nil)
 	if err != nil {
 		return err
@@ -71,27 +71,25 @@ func RunServe(ctx context.Context, t *task.Config, out io.Writer, ready func(add
 		}
 		defer m.close()
 		tk.metAddr = addr
-		logf("metrics on http://%s/metrics", addr)
+		tk.logf("metrics on http://%s/metrics", addr)
 	}
 	tk.serving(srv, ln.Addr().String(), m)
 	stop := startServe(srv, ln)
 	purgeEvery, _ := time.ParseDuration(t.Serve.PurgeInterval) // checked by the task file
-	var bg sync.WaitGroup
-	bg.Add(2)
-	go func() { defer bg.Done(); retainServed(rctx, rlog, purgeEvery, logf) }()
-	go func() { defer bg.Done(); serveStatusLoop(rctx, tk, m) }()
-	ferr := tk.fetch(rctx, rlog, bcfg, pos)
-	cancel()
-	bg.Wait()
+	g := newGroup(ctx)
+	g.Go(func(ctx context.Context) error { return fetch(ctx, rlog, bcfg, pos, &tk.clocks, tk.fetching) })
+	g.Go(func(ctx context.Context) error { retainServed(ctx, rlog, purgeEvery, tk.logf); return nil })
+	g.Go(func(ctx context.Context) error {
+		tk.statusLoop(ctx, m, func() Status { return serveStatus(tk) })
+		return nil
+	})
+	ferr := g.Wait()
 	if err := stop(); ferr == nil {
 		ferr = err
 	}
 	st := serveStatus(tk)
-	st.Stage, st.Serve = StageStopped, nil
-	if ferr != nil {
-		st.Stage, st.Error = StageFailed, oneLine(ferr)
-	}
-	_ = WriteStatus(rc.Dir, st)
+	st.Serve = nil
+	tk.stopped(st, ferr)
 	return ferr
 }
 
@@ -111,50 +109,53 @@ func serveStatus(tk *Task) Status {
 	return s
 }
 
-// serveStatusLoop refreshes status.json and the metrics of a pure binlog
-// server until ctx ends.
-func serveStatusLoop(ctx context.Context, tk *Task, m *metrics) {
-	tick := time.NewTicker(tk.cfg.StatusEvery)
-	defer tick.Stop()
-	for {
-		s := serveStatus(tk)
-		m.update(s)
-		_ = WriteStatus(tk.cfg.Dir, s)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // listenServe builds the binlog service over rlog and opens its listener.
 // Its clients' metadata queries are forwarded to src (serve/forward.go).
-func listenServe(sv *task.Serve, src sluice.Endpoint, rlog *relay.Log, out io.Writer, logf func(string, ...any)) (*serve.Server, net.Listener, error) {
-	users := make([]serve.User, len(sv.Users))
-	for i, u := range sv.Users {
-		users[i] = serve.User{Name: u.User, Password: u.Password}
-	}
-	sc := serve.Config{ServerID: sv.ServerID, Users: users, RequireTLS: sv.RequireTLS, Source: ServeSource(src)}
-	if sv.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(sv.TLSCert, sv.TLSKey)
-		if err != nil {
-			return nil, nil, &sluice.Error{Op: "serve: load serve.tls-cert / tls-key", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "give a PEM certificate and its key"}
-		}
-		sc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	srv, err := serve.New(sc, ServeLog(rlog), slog.New(slog.NewTextHandler(out, nil)))
+func listenServe(sv *task.Serve, src sluice.Endpoint, rlog *relay.Log, log *slog.Logger) (*serve.Server, net.Listener, error) {
+	sc, err := serveConfig(sv)
 	if err != nil {
-		return nil, nil, &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "fix serve: in the task file"}
+		return nil, nil, err
+	}
+	sc.Source = ServeSource(src)
+	srv, err := newServer(sc, ServeLog(rlog), log)
+	if err != nil {
+		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", sv.Listen)
 	if err != nil {
 		return nil, nil, &sluice.Error{Op: "serve: listen on " + sv.Listen, Err: err, Hint: "pick a free address for serve.listen"}
 	}
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !sv.RequireTLS {
-		logf("serving on %s, which is not a loopback address, without serve.require-tls: replicas authenticate, but the traffic may go unencrypted", ln.Addr())
+		log.Warn(fmt.Sprintf("serving on %s, which is not a loopback address, without serve.require-tls: replicas authenticate, but the traffic may go unencrypted", ln.Addr()))
 	}
 	return srv, ln, nil
+}
+
+// serveConfig is the binlog service of a task file's serve: section.
+func serveConfig(sv *task.Serve) (serve.Config, error) {
+	users := make([]serve.User, len(sv.Users))
+	for i, u := range sv.Users {
+		users[i] = serve.User{Name: u.User, Password: u.Password}
+	}
+	sc := serve.Config{ServerID: sv.ServerID, Users: users, RequireTLS: sv.RequireTLS}
+	if sv.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(sv.TLSCert, sv.TLSKey)
+		if err != nil {
+			return sc, &sluice.Error{Op: "serve: load serve.tls-cert / tls-key", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "give a PEM certificate and its key"}
+		}
+		sc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return sc, nil
+}
+
+// newServer builds the binlog service; its own messages (a failed
+// handshake, a panicked session) go to log.
+func newServer(sc serve.Config, b serve.Binlog, log *slog.Logger) (*serve.Server, error) {
+	srv, err := serve.New(sc, b, log)
+	if err != nil {
+		return nil, &sluice.Error{Op: "serve", Err: fmt.Errorf("%w: %v", sluice.ErrConfig, err), Hint: "fix serve: in the task file"}
+	}
+	return srv, nil
 }
 
 // startServe serves until the returned stop is called; stop closes the

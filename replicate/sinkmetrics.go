@@ -48,6 +48,9 @@ func (s *SinkTask) startMetrics() (*metrics, string, error) {
 	default:
 		metOn = "none"
 	}
+	t.mu.Lock()
+	t.metOn = metOn
+	t.mu.Unlock()
 	m.update(s.Status())
 	s.mu.Lock()
 	s.met = m

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/binlog"
 	"github.com/sluice-db/sluice/internal/dbconn"
-	"github.com/sluice-db/sluice/internal/private"
 	"github.com/sluice-db/sluice/relay"
 	"github.com/sluice-db/sluice/schema"
 	"github.com/sluice-db/sluice/sink/kafka"
@@ -31,21 +28,15 @@ type SinkTask struct {
 	// snapshot (migrate --mode all) instead of a start position.
 	Snapshot bool
 
-	events   atomic.Uint64
-	restarts atomic.Int64
-	mu       sync.Mutex
-	stage    string
-	lastErr  string
-	sink     *kafka.Sink
-	base     kafka.Stats
-	met      *metrics // nil until run registers them; counts errors (countError)
+	mu   sync.Mutex
+	sink *kafka.Sink
+	base kafka.Stats
+	met  *metrics // nil until run registers them; counts errors (countError)
 	// Since when the sink waits on Kafka (zero: it does not), and when
 	// that was last said in the log. A wait spans restarts of the sink:
 	// one that cannot reach the brokers at its start waits as well.
 	waitMu              sync.Mutex
 	waitSince, waitSaid time.Time
-	// rates over the last status interval (sinkrates.go)
-	rates rateClock
 }
 
 // Waits on Kafka shorter than kafkaWaitReport are normal (a leader
@@ -103,41 +94,29 @@ func SinkFromTask(tc *task.Config) (Config, kafka.Config, error) {
 	return rc, kc, kc.Validate()
 }
 
-// NewSinkTask validates the configs. Messages go to out.
-func NewSinkTask(cfg Config, kcfg kafka.Config, out io.Writer) (*SinkTask, error) {
-	t, err := New(cfg, out)
+// NewSinkTask validates the configs. Messages go to cfg.Log.
+func NewSinkTask(cfg Config, kcfg kafka.Config) (*SinkTask, error) {
+	t, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	if err := kcfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &SinkTask{t: t, kcfg: kcfg, stage: StageStarting}, nil
+	return &SinkTask{t: t, kcfg: kcfg}, nil
 }
 
 // Run replicates until ctx ends (a clean stop returns nil) or a fatal
 // error. start is the snapshot position for a task without a checkpoint
 // (nil: Config.Start).
 func (s *SinkTask) Run(ctx context.Context, start *sluice.Position) error {
-	t := s.t
-	t.mu.Lock()
-	t.started = time.Now()
-	t.mu.Unlock()
-	if err := private.MkdirAll(t.cfg.Dir); err != nil {
-		return fmt.Errorf("replicate: %w", err)
-	}
-	unlock, err := lockDir(t.cfg.Dir, t.cfg.Name)
+	unlock, err := s.t.claim()
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	err = s.run(ctx, start)
-	st := s.Status()
-	st.Stage = StageStopped
-	if err != nil {
-		st.Stage, st.Error = StageFailed, oneLine(err)
-	}
-	_ = WriteStatus(t.cfg.Dir, st)
+	s.t.stopped(s.Status(), err)
 	return err
 }
 
@@ -145,7 +124,7 @@ func (s *SinkTask) run(ctx context.Context, start *sluice.Position) error {
 	t := s.t
 	// The metrics come first: a snapshot (migrate --mode all) shows its
 	// stage while it runs.
-	m, metOn, err := s.startMetrics()
+	m, _, err := s.startMetrics() // the start line says where (t.metOn)
 	if err != nil {
 		return err
 	}
@@ -155,68 +134,19 @@ func (s *SinkTask) run(ctx context.Context, start *sluice.Position) error {
 		s.mu.Unlock()
 		m.close()
 	}()
-	bcfg := t.cfg.Binlog
-	bcfg.Source = t.cfg.Source
-	if bcfg.Notify == nil {
-		bcfg.Notify = t.logf
-	}
-	info, err := binlog.Check(ctx, bcfg)
-	if err != nil {
-		return err
-	}
-	bcfg.Flavor, bcfg.ServerTLS = info.Flavor, info.TLS
-	t.cfg.Relay.Flavor, t.cfg.Decode.Flavor = info.Flavor, info.Flavor
-
-	pos, err := s.startPosition(ctx, start, info, bcfg)
-	if err != nil {
-		return err
-	}
-	rlog, err := relay.Open(t.cfg.Relay)
-	if err != nil {
-		return err
-	}
-	defer rlog.Close()
-	if !rlog.Has(pos) {
-		// The snapshot's position is newer than the binlog list read
-		// before it: read it again.
-		if info, err = binlog.Check(ctx, bcfg); err != nil {
-			return err
-		}
-		if err := binlog.CheckPosition(info, pos, t.cfg.Source); err != nil {
-			return err
-		}
-		if err := rlog.Reset(); err != nil {
-			return err
-		}
-	}
-	rlog.SetApplied(pos)
-	t.mu.Lock()
-	t.rlog = rlog
-	t.mu.Unlock()
-	t.logf("source %s (%s), kafka sink %v topic prefix %s, from %s; relay in %s; metrics on %s", t.cfg.Source, info.Flavor, s.kcfg.Brokers, s.kcfg.TopicPrefix, pos, t.cfg.Relay.Dir, metOn)
-
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	wg.Add(3)
-	go func() { defer wg.Done(); errs <- t.fetch(rctx, rlog, bcfg, pos) }()
-	go func() { defer wg.Done(); errs <- s.sinkLoop(rctx, rlog) }()
-	go func() { defer wg.Done(); s.statusLoop(rctx, rlog, m); errs <- nil }()
-	var first error
-	for i := 0; i < 3; i++ {
-		err := <-errs
-		if err != nil && !errors.Is(err, context.Canceled) && first == nil {
-			first = err
-		}
-		cancel()
-	}
-	wg.Wait()
-	if first == nil {
-		t.logf("stopped at %s", s.Status().Applied)
-	}
-	return first
+	return t.pipeline(ctx, s, start, m)
 }
+
+func (s *SinkTask) begin(ctx context.Context, start *sluice.Position, info *binlog.Info, bcfg binlog.Config) (sluice.Position, func(), error) {
+	pos, err := s.startPosition(ctx, start, info, bcfg)
+	return pos, nil, err
+}
+
+func (s *SinkTask) dest() string {
+	return fmt.Sprintf("kafka sink %v topic prefix %s", s.kcfg.Brokers, s.kcfg.TopicPrefix)
+}
+
+func (s *SinkTask) beside(*relay.Log, *metrics) (func(), error) { return nil, nil }
 
 // startPosition opens the sink once to read the checkpoint from Kafka, and
 // seeds it for a new task: the start position and the source's schema.
@@ -242,26 +172,14 @@ func (s *SinkTask) startPosition(ctx context.Context, start *sluice.Position, in
 	if s.Snapshot {
 		return s.snapshotInto(ctx, sk, info.Flavor)
 	}
-	want := t.cfg.Start
-	if start != nil {
-		want = *start
-	}
-	if want.File == "" && want.GTIDSet == "" {
-		return want, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint in Kafka and no start position", sluice.ErrConfig, t.cfg.Name),
-			Hint: "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file"}
-	}
-	if want, err = resolveStart(ctx, want, info, bcfg, t.cfg.Source); err != nil {
-		return want, err
-	}
-	state, err := seedFromSource(ctx, t.cfg)
-	if err != nil {
-		return want, err
-	}
-	if err := sk.Seed(ctx, want, state); err != nil {
-		return want, err
-	}
-	t.logf("new task: starts at %s", want)
-	return want, nil
+	return t.seedStart(ctx, start, info, bcfg, " in Kafka", "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file",
+		func(want sluice.Position) error {
+			state, err := seedFromSource(ctx, t.cfg)
+			if err != nil {
+				return err
+			}
+			return sk.Seed(ctx, want, state)
+		})
 }
 
 // seedFromSource is the schema tracker state of a new sink task: the
@@ -295,25 +213,29 @@ func seedFromSource(ctx context.Context, cfg Config) ([]byte, error) {
 	return tracker.Snapshot()
 }
 
-// sinkLoop runs the sink from its checkpoint, and again from the
-// checkpoint after a failure Kafka or the network may heal (a broker
-// restart, a lost connection). Errors the user must fix stop the task.
-func (s *SinkTask) sinkLoop(ctx context.Context, rlog *relay.Log) error {
-	t := s.t
-	return t.cfg.retryLoop(ctx, func() error { return s.sinkOnce(ctx, rlog) }, fatalSinkErr,
-		func(err error, wait time.Duration) {
-			s.restarts.Add(1)
-			s.countError(err)
-			if kafka.Unreachable(err) {
-				// The brokers are down or unreachable: the same wait as
-				// one inside a running sink, said the same way (and not
-				// once per restart).
-				s.waiting(time.Now(), time.Time{}, err)
-				return
-			}
-			s.setStage(StageRetrying, err)
-			t.logf("kafka sink stopped (%v); restarting from the checkpoint in Kafka in %s", oneLine(err), wait)
-		})
+// restarting: the sink runs again from its checkpoint after a failure
+// Kafka or the network may heal (a broker restart, a lost connection).
+// Errors the user must fix stop the task (fatal).
+func (s *SinkTask) restarting(err error, wait time.Duration) {
+	s.countError(err)
+	if kafka.Unreachable(err) {
+		// The brokers are down or unreachable: the same wait as one
+		// inside a running sink, said the same way (and not once per
+		// restart).
+		s.waiting(time.Now(), time.Time{}, err)
+		return
+	}
+	s.t.setStage(StageRetrying, err)
+	s.t.warnf("kafka sink stopped (%v); restarting from the checkpoint in Kafka in %s", oneLine(err), wait)
+}
+
+func (s *SinkTask) fatal(err error) bool { return fatalSinkErr(err) }
+
+// report is the status loop's status: it says first whether the sink
+// waits on Kafka.
+func (s *SinkTask) report() Status {
+	s.checkWaiting()
+	return s.Status()
 }
 
 // fatalSinkErr: errors a retry cannot fix.
@@ -323,28 +245,25 @@ func fatalSinkErr(err error) bool {
 		errors.Is(err, sluice.ErrBinlogFormat)
 }
 
-func (s *SinkTask) sinkOnce(ctx context.Context, rlog *relay.Log) (err error) {
+// open readies a sink at its checkpoint in Kafka.
+func (s *SinkTask) open(ctx context.Context, rlog *relay.Log) (_ *session, err error) {
 	t := s.t
 	sk, err := kafka.New(s.kcfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
-		if err == nil && ctx.Err() != nil {
-			// Clean stop: commit what was written, so a restart has less to redo.
-			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			_ = sk.Flush(fctx)
-			cancel()
+		if err != nil {
+			sk.Close()
+			s.retire(sk)
 		}
-		sk.Close()
-		s.retire(sk)
 	}()
 	cp, ok, err := sk.Open(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
-		return errors.New("replicate: the checkpoint disappeared from the Kafka offsets topic " + s.kcfg.OffsetsTopic())
+		return nil, errors.New("replicate: the checkpoint disappeared from the Kafka offsets topic " + s.kcfg.OffsetsTopic())
 	}
 	pos := cp.Pos
 	pos.Flavor = t.cfg.Decode.Flavor
@@ -353,59 +272,13 @@ func (s *SinkTask) sinkOnce(ctx context.Context, rlog *relay.Log) (err error) {
 	t.mu.Unlock()
 	dec, r, err := openDecoder(ctx, rlog, t.cfg.Decode, pos, cp.SchemaState)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer r.Close()
 	s.mu.Lock()
 	s.sink = sk
 	s.mu.Unlock()
 	t.setRead(pos)
-	s.setStage(StageRunning, nil)
-	// The reader waits while the source is idle; a sink that fails
-	// meanwhile (its committer) must still stop the loop.
-	rctx, stopRead := context.WithCancel(ctx)
-	var watch sync.WaitGroup
-	watch.Add(1)
-	defer watch.Wait()
-	defer stopRead()
-	go func() {
-		defer watch.Done()
-		select {
-		case <-sk.Done():
-			stopRead()
-		case <-rctx.Done():
-		}
-	}()
-	for {
-		ev, p, err := r.Next(rctx)
-		if err != nil {
-			if serr := sk.Err(); serr != nil {
-				return serr
-			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		s.events.Add(1)
-		t.setRead(p)
-		items, err := dec.Feed(ev, p)
-		if err != nil {
-			// Everything before the failing event is committed first.
-			if ferr := sk.Flush(ctx); ferr != nil {
-				return ferr
-			}
-			return err
-		}
-		for i := range items {
-			if items[i].Kind.EndsTxn() {
-				t.addPending(items[i].End, items[i].Timestamp) // the lag until Kafka has it
-			}
-			if err := sk.Write(ctx, items[i]); err != nil {
-				return err
-			}
-		}
-	}
+	return &session{c: sk, dec: dec, r: r, retire: func() { s.retire(sk) }}, nil
 }
 
 func (s *SinkTask) retire(sk *kafka.Sink) {
@@ -424,23 +297,14 @@ func (s *SinkTask) retire(sk *kafka.Sink) {
 	s.base.KafkaTxns += st.KafkaTxns
 }
 
-func (s *SinkTask) setStage(stage string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stage, s.lastErr = stage, ""
-	if err != nil {
-		s.lastErr = oneLine(err)
-	}
-}
-
 // Status is a snapshot of the task; Applied is the position committed to
 // Kafka, Txns the source transactions committed since the task began.
 func (s *SinkTask) Status() Status {
 	t := s.t
 	now := time.Now()
 	s.mu.Lock()
-	st := Status{Task: t.cfg.Name, Stage: s.stage, PID: os.Getpid(), Updated: now.UTC(), Error: s.lastErr,
-		Restarts: int(s.restarts.Load()), Events: s.events.Load(), Applied: s.base.Committed, Txns: s.base.Txns, Rows: s.base.Events, DDL: s.base.DDL,
+	st := Status{Task: t.cfg.Name, PID: os.Getpid(), Updated: now.UTC(),
+		Restarts: int(t.restarts.Load()), Events: t.events.Load(), Applied: s.base.Committed, Txns: s.base.Txns, Rows: s.base.Events, DDL: s.base.DDL,
 		KafkaTxns: s.base.KafkaTxns}
 	if s.sink != nil {
 		k := s.sink.Stats()
@@ -454,33 +318,12 @@ func (s *SinkTask) Status() Status {
 	}
 	s.mu.Unlock()
 	t.mu.Lock()
+	st.Stage, st.Error = t.stage, t.lastErr
 	st.Started, st.MetricsAddr = t.started.UTC(), t.metAddr
 	t.relaySourceLocked(now, &st)
 	t.mu.Unlock()
-	s.rates.fill(&st)
+	t.rates.fill(&st)
 	return st
-}
-
-// statusLoop refreshes status.json and the metrics, and lets the relay
-// purge what Kafka holds.
-func (s *SinkTask) statusLoop(ctx context.Context, rlog *relay.Log, m *metrics) {
-	tick := time.NewTicker(s.t.cfg.StatusEvery)
-	defer tick.Stop()
-	for {
-		s.checkWaiting()
-		st := s.Status()
-		s.rates.mark(time.Now(), st)
-		if st.Applied.File != "" {
-			rlog.SetApplied(st.Applied)
-		}
-		m.update(st)
-		_ = WriteStatus(s.t.cfg.Dir, st)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // checkWaiting tells, in the log and the status, that the sink has been
@@ -511,7 +354,7 @@ func (s *SinkTask) checkWaiting() {
 	if !s.waitSince.IsZero() {
 		s.t.logf("kafka sink: brokers %v answer again after %s", s.kcfg.Brokers, now.Sub(s.waitSince).Round(time.Second))
 		s.waitSince = time.Time{}
-		s.setStage(StageRunning, nil)
+		s.t.setStage(StageRunning, nil)
 	}
 }
 
@@ -531,8 +374,8 @@ func (s *SinkTask) waiting(now, since time.Time, cause error) {
 	err := fmt.Errorf("kafka sink: no answer from brokers %v for %s (%v); still retrying, nothing is lost",
 		s.kcfg.Brokers, now.Sub(s.waitSince).Round(time.Second), oneLine(cause))
 	if first || now.Sub(s.waitSaid) >= kafkaWaitRepeat {
-		s.t.logf("%v", err)
+		s.t.warnf("%v", err)
 		s.waitSaid = now
 	}
-	s.setStage(StageRetrying, err)
+	s.t.setStage(StageRetrying, err)
 }

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,11 +19,8 @@ import (
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/apply"
 	"github.com/sluice-db/sluice/binlog"
-	"github.com/sluice-db/sluice/decode"
-	"github.com/sluice-db/sluice/internal/backoff"
 	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/relay"
-	"github.com/sluice-db/sluice/schema"
 	"github.com/sluice-db/sluice/serve"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +29,7 @@ import (
 // Task runs one replication task. Run may be called once.
 type Task struct {
 	cfg Config
-	log io.Writer
+	log *slog.Logger
 
 	events   atomic.Uint64
 	restarts atomic.Int64
@@ -62,9 +59,8 @@ type Task struct {
 	runCancel context.CancelFunc
 	handles   *handler      // sluice skip / replace of this run
 	paused    chan struct{} // non-nil while paused; closed by Resume
-	prevAt    time.Time
-	prevEvts  uint64
-	prevTxns  uint64
+	// rates over the last status interval (rates.go)
+	rates rateClock
 	// clocks time the pipeline's stages (stages.go).
 	clocks pipelineClocks
 	// metOn says where the metrics are served, for the start line.
@@ -83,29 +79,25 @@ type pendingTxn struct {
 	ts  uint32
 }
 
-// New validates cfg. Messages (start, retries, stop) go to out.
-func New(cfg Config, out io.Writer) (*Task, error) {
+// New validates cfg. Messages (start, retries, stop) go to cfg.Log.
+func New(cfg Config) (*Task, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if out == nil {
-		out = io.Discard
-	}
-	return &Task{cfg: cfg, log: out, stage: StageStarting}, nil
+	return &Task{cfg: cfg, log: cfg.logger(), stage: StageStarting}, nil
 }
 
-func (t *Task) logf(format string, args ...any) {
-	fmt.Fprintf(t.log, "%s replicate %s: %s\n", time.Now().UTC().Format("2006-01-02T15:04:05Z"), t.cfg.Name, fmt.Sprintf(format, args...))
-}
+// logf and warnf log one message; its text is what users, the difftest and
+// the tests read (cmd/sluice renders it with internal/logx).
+func (t *Task) logf(format string, args ...any) { t.log.Info(fmt.Sprintf(format, args...)) }
+
+func (t *Task) warnf(format string, args ...any) { t.log.Warn(fmt.Sprintf(format, args...)) }
 
 // Run replicates until ctx ends (a clean stop returns nil) or a fatal error.
 // start is the full copy's snapshot position for --mode all; nil means the
 // checkpoint, or Config.Start for a task that has none.
 func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
-	t.mu.Lock()
-	t.started = time.Now()
-	t.mu.Unlock()
-	unlock, err := prepareDir(t.cfg.Dir, t.cfg.Name) // taskdir.go
+	unlock, err := t.claim()
 	if err != nil {
 		return err
 	}
@@ -143,118 +135,25 @@ func (t *Task) Run(ctx context.Context, start *sluice.Position) error {
 		}
 		break
 	}
-	st := t.Status()
+	t.stopped(t.Status(), err)
+	return err
+}
+
+// claim begins a Run: the start time, and the task's dir and its lock.
+func (t *Task) claim() (unlock func(), err error) {
+	t.mu.Lock()
+	t.started = time.Now()
+	t.mu.Unlock()
+	return prepareDir(t.cfg.Dir, t.cfg.Name) // taskdir.go
+}
+
+// stopped writes the last status of a run that ended with err.
+func (t *Task) stopped(st Status, err error) {
 	st.Stage = StageStopped
 	if err != nil {
 		st.Stage, st.Error = StageFailed, oneLine(err)
 	}
 	_ = WriteStatus(t.cfg.Dir, st)
-	return err
-}
-
-func (t *Task) run(ctx context.Context, start *sluice.Position, m *metrics) error {
-	bcfg := t.cfg.Binlog
-	bcfg.Source = t.cfg.Source
-	if bcfg.Notify == nil {
-		bcfg.Notify = t.logf
-	}
-	info, err := binlog.Check(ctx, bcfg)
-	if err != nil {
-		return err
-	}
-	flavor := info.Flavor
-	bcfg.Flavor = flavor
-	bcfg.ServerTLS = info.TLS
-	t.cfg.Relay.Flavor, t.cfg.Decode.Flavor = flavor, flavor
-	own, err := t.markOwnWrites(ctx, bcfg.ServerID) // ownwrites.go
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	t.own = own
-	t.mu.Unlock()
-
-	db, err := apply.OpenTarget(ctx, t.cfg.Target, t.cfg.Apply.Workers)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	// Before the binlog dump: a live process that runs this task from
-	// another dir holds its fence on the target, and a dump with the same
-	// server-id would cut that process's dump off again and again.
-	if err := waitFence(ctx, db, t.cfg.Name, 2*time.Minute); err != nil {
-		return err
-	}
-	pos, err := t.startPosition(ctx, db, start, info, bcfg)
-	if err != nil {
-		return err
-	}
-	rlog, err := relay.Open(t.cfg.Relay)
-	if err != nil {
-		return err
-	}
-	defer rlog.Close()
-	if !rlog.Has(pos) {
-		// The relay does not hold the checkpoint (first run, or the relay
-		// was lost): fetch again from the checkpoint's file.
-		if err := binlog.CheckPosition(info, pos, t.cfg.Source); err != nil {
-			return err
-		}
-		if err := rlog.Reset(); err != nil {
-			return err
-		}
-	}
-	rlog.SetApplied(pos)
-	t.mu.Lock()
-	t.rlog = rlog
-	t.mu.Unlock()
-
-	t.mu.Lock()
-	metOn := t.metOn
-	t.mu.Unlock()
-	t.logf("source %s (%s), target %s, from %s; relay in %s; metrics on %s", t.cfg.Source, flavor, t.cfg.Target, pos, t.cfg.Relay.Dir, metOn)
-	if t.cfg.Serve != nil {
-		// The applier's checkpoint and the readers of the dumps both hold
-		// relay files (relay.Log.Purge), so serving needs no purge of its own.
-		srv, ln, err := listenServe(t.cfg.Serve, t.cfg.Source, rlog, t.log, t.logf)
-		if err != nil {
-			return err
-		}
-		t.logf("serving the relay log on %s", ln.Addr())
-		if t.cfg.ServeReady != nil {
-			t.cfg.ServeReady(ln.Addr().String())
-		}
-		t.serving(srv, ln.Addr().String(), m)
-		stop := startServe(srv, ln)
-		defer func() {
-			t.serving(nil, "", nil)
-			if err := stop(); err != nil {
-				t.logf("serve: %v", err)
-			}
-		}()
-	}
-
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	wg.Add(3)
-	go func() { defer wg.Done(); errs <- t.fetch(rctx, rlog, bcfg, pos) }()
-	go func() { defer wg.Done(); errs <- t.applyLoop(rctx, rlog, db) }()
-	go func() { defer wg.Done(); t.statusLoop(rctx, m); errs <- nil }()
-	var first error
-	for i := 0; i < 3; i++ {
-		err := <-errs
-		if err != nil && !errors.Is(err, context.Canceled) && first == nil {
-			first = err
-		}
-		cancel()
-	}
-	wg.Wait()
-	if first == nil {
-		t.logf("stopped at %s", t.Status().Applied)
-	}
-	return first
 }
 
 // startPosition returns the checkpoint, seeding it first for a new task.
@@ -271,23 +170,37 @@ func (t *Task) startPosition(ctx context.Context, db *sql.DB, start *sluice.Posi
 		pos.Flavor = info.Flavor
 		return pos, nil
 	}
+	return t.seedStart(ctx, start, info, bcfg, "", "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file, or run sluice migrate --mode all",
+		func(want sluice.Position) error {
+			state, err := seedSchema(ctx, t.cfg, db)
+			if err != nil {
+				return err
+			}
+			if err := a.Seed(ctx, want, state); err != nil {
+				return dbconn.Classify(err, "target", t.cfg.Target)
+			}
+			return nil
+		})
+}
+
+// seedStart starts a task that has no checkpoint: at start (the full
+// copy's position), else at Config.Start, completed and checked against
+// the source; seed stores it as the consumer's first checkpoint. where
+// and hint complete the error when there is neither.
+func (t *Task) seedStart(ctx context.Context, start *sluice.Position, info *binlog.Info, bcfg binlog.Config, where, hint string, seed func(sluice.Position) error) (sluice.Position, error) {
 	want := t.cfg.Start
 	if start != nil {
 		want = *start
 	}
 	if want.File == "" && want.GTIDSet == "" {
-		return pos, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint and no start position", sluice.ErrConfig, t.cfg.Name),
-			Hint: "set incremental.gtid-set or incremental.binlog-file/binlog-pos in the task file, or run sluice migrate --mode all"}
+		return want, &sluice.Error{Op: "start replication", Err: fmt.Errorf("%w: task %s has no checkpoint%s and no start position", sluice.ErrConfig, t.cfg.Name, where), Hint: hint}
 	}
-	if want, err = resolveStart(ctx, want, info, bcfg, t.cfg.Source); err != nil {
-		return pos, err
-	}
-	state, err := seedSchema(ctx, t.cfg, db)
+	want, err := resolveStart(ctx, want, info, bcfg, t.cfg.Source)
 	if err != nil {
-		return pos, err
+		return want, err
 	}
-	if err := a.Seed(ctx, want, state); err != nil {
-		return pos, dbconn.Classify(err, "target", t.cfg.Target)
+	if err := seed(want); err != nil {
+		return want, err
 	}
 	t.logf("new task: starts at %s", want)
 	return want, nil
@@ -330,231 +243,6 @@ func gtidAt(ctx context.Context, src sluice.Endpoint, p sluice.Position) (string
 		return "", dbconn.Classify(err, "source", src)
 	}
 	return g.String, nil
-}
-
-// fetch copies the source's binlog into the relay. The binlog reader
-// reconnects by itself; what reaches here is fatal.
-func (t *Task) fetch(ctx context.Context, rlog *relay.Log, bcfg binlog.Config, pos sluice.Position) error {
-	w, err := rlog.NewWriter()
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	br, err := binlog.NewReader(bcfg)
-	if err != nil {
-		return err
-	}
-	defer br.Close()
-	br.SetClock(&t.clocks.fetch)
-	w.SetClock(&t.clocks.relayWrite)
-	if err := br.Start(ctx, w.Resume(pos)); err != nil {
-		return err
-	}
-	t.mu.Lock()
-	t.writer, t.breader = w, br
-	t.mu.Unlock()
-	err = w.Run(ctx, br)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
-// applyLoop applies the relay from the checkpoint, restarting from the
-// checkpoint after transient failures (target restarts, lost connections).
-func (t *Task) applyLoop(ctx context.Context, rlog *relay.Log, db *sql.DB) error {
-	return t.cfg.retryLoop(ctx, func() error { return t.applyOnce(ctx, rlog, db) },
-		func(err error) bool { return !retryable(err) },
-		func(err error, wait time.Duration) {
-			t.restarts.Add(1)
-			t.setStage(StageRetrying, err)
-			t.logf("%s", retryNote(err, wait.String())) // readonly.go
-		})
-}
-
-// openDecoder readies a decoder at a checkpoint, with the schema state
-// saved with it, and a relay reader there (on a first run it waits until
-// the writer has stored the start).
-func openDecoder(ctx context.Context, rlog *relay.Log, dcfg decode.Config, pos sluice.Position, state []byte) (*decode.Decoder, *relay.Reader, error) {
-	tracker := schema.NewTracker()
-	if state != nil {
-		if err := tracker.Restore(state); err != nil {
-			return nil, nil, err
-		}
-	}
-	dcfg.GTIDPos = pos.GTIDSet
-	dec, err := decode.New(dcfg, tracker)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := rlog.WaitFor(ctx, pos); err != nil {
-		return nil, nil, err
-	}
-	r, err := rlog.NewReader(pos, decode.NewParser(dcfg.Flavor))
-	if err != nil {
-		return nil, nil, err
-	}
-	r.SkipComments() // the decoder ignores them
-	return dec, r, nil
-}
-
-// retryLoop runs once until ctx ends (nil) or it fails in a way fatal says
-// no retry fixes. Between tries it calls onRetry and waits by
-// internal/backoff: RetryMin, doubled each time up to RetryMax, with
-// jitter, and RetryMin again after a run that lasted a minute.
-func (c Config) retryLoop(ctx context.Context, once func() error, fatal func(error) bool, onRetry func(err error, wait time.Duration)) error {
-	bo := backoff.New(c.RetryMin, c.RetryMax)
-	for {
-		began := time.Now()
-		err := once()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if fatal(err) {
-			return err
-		}
-		if time.Since(began) > time.Minute {
-			bo.Reset()
-		}
-		wait := bo.Next().Round(time.Millisecond)
-		onRetry(err, wait)
-		if !backoff.Sleep(ctx, wait) {
-			return nil
-		}
-	}
-}
-
-func (t *Task) applyOnce(ctx context.Context, rlog *relay.Log, plain *sql.DB) (err error) {
-	if err := waitFence(ctx, plain, t.cfg.Name, 2*time.Minute); err != nil {
-		return err
-	}
-	db, err := openFenced(ctx, t.cfg.Target, t.cfg.Name, t.cfg.Apply.Workers)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	acfg := t.cfg.Apply
-	if acfg.Notify == nil {
-		acfg.Notify = t.logf
-	}
-	a, err := apply.New(acfg, db)
-	if err != nil {
-		return err
-	}
-	pos, ok, err := a.Checkpoint(ctx)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return errors.New("replicate: the checkpoint disappeared from the target")
-	}
-	sf, err := copyFilter(ctx, db, t.cfg.Apply.MetaSchema, t.cfg.Name)
-	if err != nil {
-		return err
-	}
-	state, err := a.SchemaState(ctx)
-	if err != nil {
-		return err
-	}
-	dcfg := t.cfg.Decode
-	hs, err := ReadHandles(t.cfg.Dir)
-	if err != nil {
-		return err
-	}
-	if len(hs) > 0 && dcfg.Handle == nil {
-		h := &handler{dir: t.cfg.Dir, hs: hs, log: t.logf}
-		dcfg.Handle = h.handle
-		t.mu.Lock()
-		t.handles = h
-		t.mu.Unlock()
-	}
-	dec, r, err := openDecoder(ctx, rlog, dcfg, pos, state)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	r.SetClock(&t.clocks.decode)
-	a.SetClocks(t.clocks.applier())
-	if err := a.Start(ctx); err != nil {
-		return err
-	}
-	t.setApplier(a, pos)
-	defer func() {
-		if ctx.Err() != nil && err == nil || errors.Is(err, context.Canceled) {
-			// Clean stop: commit what was submitted, so a restart has less to redo.
-			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			_ = a.Flush(fctx)
-			cancel()
-		}
-		if cerr := a.Close(); err == nil && ctx.Err() == nil {
-			err = cerr
-		}
-		t.retireApplier(a)
-	}()
-	t.setStage(StageRunning, nil)
-	// The reader waits while the source is idle; an applier that fails
-	// meanwhile must still stop the loop, or the task would look running
-	// with its last transactions unapplied.
-	rctx, stopRead := context.WithCancel(ctx)
-	var watch sync.WaitGroup
-	watch.Add(1)
-	go func() {
-		defer watch.Done()
-		select {
-		case <-rctx.Done():
-		case <-a.Done():
-			stopRead()
-		}
-	}()
-	defer watch.Wait()
-	defer stopRead()
-	defer t.clocks.decode.End(t.clocks.decode.Begin())
-	t.mu.Lock()
-	own := ownWrites{id: t.own}
-	t.mu.Unlock()
-	for {
-		ev, p, err := r.Next(rctx)
-		if err != nil {
-			if aerr := a.Err(); aerr != nil && ctx.Err() == nil {
-				return aerr
-			}
-			return err
-		}
-		t.events.Add(1)
-		t.setRead(p)
-		if !own.keep(ev) {
-			continue
-		}
-		items, err := dec.Feed(ev, p)
-		if err != nil {
-			// Pause: everything before the failing event is applied.
-			if ferr := a.Flush(ctx); ferr != nil {
-				return ferr
-			}
-			return err
-		}
-		for i := range items {
-			it := items[i]
-			if sf != nil {
-				keep, err := sf.Item(&it, p)
-				if err != nil {
-					if ferr := a.Flush(ctx); ferr != nil {
-						return ferr
-					}
-					return err
-				}
-				if !keep {
-					continue
-				}
-			}
-			if it.Kind.EndsTxn() {
-				t.addPending(it.End, it.Timestamp)
-			}
-			if err := a.Submit(ctx, it); err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // retryable: failures of the target connection or server, which a restart
@@ -669,12 +357,7 @@ func (t *Task) Status() Status {
 	if t.srv != nil {
 		s.Serve = &ServeStatus{Addr: t.srvAddr, Replicas: t.srv.Stats()}
 	}
-	if !t.prevAt.IsZero() {
-		if d := now.Sub(t.prevAt).Seconds(); d > 0.2 {
-			s.EventsPerSec = float64(s.Events-t.prevEvts) / d
-			s.TxnsPerSec = float64(s.Txns-t.prevTxns) / d
-		}
-	}
+	t.rates.fill(&s)
 	return s
 }
 
@@ -727,31 +410,6 @@ func (t *Task) relaySourceLocked(now time.Time, s *Status) {
 		s.LagSeconds = lagSince(now, t.pending[0].ts)
 	case before(t.read, s.Source) && before(s.Applied, s.Source) && lastTS != 0:
 		s.LagSeconds = lagSince(now, lastTS)
-	}
-}
-
-// statusLoop refreshes status.json, the metrics and the relay's applied
-// position (which lets it purge).
-func (t *Task) statusLoop(ctx context.Context, m *metrics) {
-	tick := time.NewTicker(t.cfg.StatusEvery)
-	defer tick.Stop()
-	for {
-		s := t.Status()
-		t.mu.Lock()
-		// Rates over the last interval.
-		t.prevAt, t.prevEvts, t.prevTxns = time.Now(), s.Events, s.Txns
-		rl := t.rlog
-		t.mu.Unlock()
-		if rl != nil && s.Applied.File != "" {
-			rl.SetApplied(s.Applied)
-		}
-		m.update(s)
-		_ = WriteStatus(t.cfg.Dir, s)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
@@ -52,7 +53,8 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, users: [{user: repl, password: "
 	addrc := make(chan string, 1)
 	rc.ServeReady = func(a string) { addrc <- a }
 	log := &sandboxtest.SyncBuffer{}
-	tk, err := replicate.New(rc, log)
+	rc.Log = logx.New(log, "replicate "+rc.Name)
+	tk, err := replicate.New(rc)
 	if err != nil {
 		t.Fatal(err)
 	}

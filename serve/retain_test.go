@@ -50,7 +50,7 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, purge-interval: 100ms, users: [{
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	addrc := make(chan string, 1)
-	go func() { done <- replicate.RunServe(ctx, cfg, &sandboxtest.SyncBuffer{}, func(a string) { addrc <- a }) }()
+	go func() { done <- replicate.RunServe(ctx, cfg, nil, func(a string) { addrc <- a }) }()
 	defer func() { cancel(); <-done }()
 	var addr string
 	select {

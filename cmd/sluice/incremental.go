@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
 )
@@ -31,7 +32,8 @@ func runIncremental(ctx context.Context, cfg *task.Config, start *sluice.Positio
 		return err
 	}
 	if !isTerminal(out) {
-		t, err := replicate.New(rc, out)
+		rc.Log = logx.New(out, "replicate "+rc.Name)
+		t, err := replicate.New(rc)
 		if err != nil {
 			return err
 		}
@@ -40,7 +42,8 @@ func runIncremental(ctx context.Context, cfg *task.Config, start *sluice.Positio
 	}
 	// On a terminal, a live line under the log: lag, rates, position.
 	lo := &liveOut{out: out}
-	t, err := replicate.New(rc, lo)
+	rc.Log = logx.New(lo, "replicate "+rc.Name)
+	t, err := replicate.New(rc)
 	if err != nil {
 		return err
 	}

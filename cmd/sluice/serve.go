@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
 )
@@ -55,7 +56,7 @@ them by commit time, each source's transactions in its own GTID domain
 				if err := cfg.Require("serve"); err != nil {
 					return err
 				}
-				return replicate.RunGlobalServe(c.Context(), cfg, c.OutOrStdout(), func(addr string) {
+				return replicate.RunGlobalServe(c.Context(), cfg, logx.NewUntimed(c.OutOrStdout(), "serve "+cfg.Name), func(addr string) {
 					fmt.Fprintf(c.OutOrStdout(), "serving on %s\n", addr)
 				})
 			}
@@ -66,7 +67,7 @@ them by commit time, each source's transactions in its own GTID domain
 				// Replicate and serve the same relay log (replicate.Config.Serve).
 				return runIncremental(c.Context(), cfg, nil, c.OutOrStdout())
 			}
-			return replicate.RunServe(c.Context(), cfg, c.OutOrStdout(), func(addr string) {
+			return replicate.RunServe(c.Context(), cfg, logx.NewUntimed(c.OutOrStdout(), "serve "+cfg.Name), func(addr string) {
 				fmt.Fprintf(c.OutOrStdout(), "serving on %s\n", addr)
 			})
 		},

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
 )
@@ -24,7 +25,8 @@ func runSinkMigrate(ctx context.Context, cfg *task.Config, mode string, out io.W
 	if err != nil {
 		return err
 	}
-	t, err := replicate.NewSinkTask(rc, kc, out)
+	rc.Log = logx.New(out, "replicate "+rc.Name)
+	t, err := replicate.NewSinkTask(rc, kc)
 	if err != nil {
 		return err
 	}

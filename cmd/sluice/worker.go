@@ -128,7 +128,8 @@ func startReplication(cfg *task.Config, log io.Writer, reg prometheus.Registerer
 			return nil, err
 		}
 		rc.Registerer = reg // on the worker's endpoint, as below
-		t, err := replicate.NewSinkTask(rc, kc, log)
+		rc.Log = logx.New(log, "replicate "+rc.Name)
+		t, err := replicate.NewSinkTask(rc, kc)
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +144,8 @@ func startReplication(cfg *task.Config, log io.Writer, reg prometheus.Registerer
 	// task that moves to another worker on the same host must not find
 	// its port taken.
 	rc.Registerer = reg
-	t, err := replicate.New(rc, log)
+	rc.Log = logx.New(log, "replicate "+rc.Name)
+	t, err := replicate.New(rc)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/sandbox"
 	"github.com/sluice-db/sluice/task"
@@ -110,7 +111,9 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, users: [{user: repl, password: "
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	addrc := make(chan string, 1)
-	go func() { done <- replicate.RunServe(ctx, cfg, logw, func(a string) { addrc <- a }) }()
+	go func() {
+		done <- replicate.RunServe(ctx, cfg, logx.NewUntimed(logw, "serve "+cfg.Name), func(a string) { addrc <- a })
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	select {
 	case addr = <-addrc:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
@@ -112,7 +113,8 @@ incremental: {binlog-file: %s, binlog-pos: %d, relay-sync: commit, metrics-addr:
 		t.Fatal(err)
 	}
 	var sinkLog lockedBuffer
-	st, err := replicate.NewSinkTask(rc, kc, &sinkLog)
+	rc.Log = logx.New(&sinkLog, "replicate "+rc.Name)
+	st, err := replicate.NewSinkTask(rc, kc)
 	if err != nil {
 		t.Fatal(err)
 	}

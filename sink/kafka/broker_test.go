@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
@@ -59,7 +60,8 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 	}
 	rc.RetryMax = 2 * time.Second
 	var logBuf syncBuffer
-	st, err := replicate.NewSinkTask(rc, kc, &logBuf)
+	rc.Log = logx.New(&logBuf, "replicate "+rc.Name)
+	st, err := replicate.NewSinkTask(rc, kc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // coordinator writes the commit and its markers): on the busy bench
 // machine about 225 ms per commit of ~6,000 events, during which a sink
 // that waited for it decoded and encoded nothing. So a commit runs in a
-// goroutine of its own (a flight), and Write goes on meanwhile. The
+// goroutine of its own (a flight), and Submit goes on meanwhile. The
 // records it builds cannot be produced yet: a franz-go client has one
 // transaction at a time, and a record produced before EndTransaction
 // returns would join the transaction being committed. They wait staged,
@@ -30,7 +30,7 @@ import (
 
 const (
 	// maxStagedBytes bounds what waits staged during a commit; past it
-	// Write waits for the commit. 32 MiB holds well over one commit's time
+	// Submit waits for the commit. 32 MiB holds well over one commit's time
 	// of events at the bench's rate (~700 bytes an event), and keeps a
 	// huge source transaction from growing the staged buffer unbounded.
 	maxStagedBytes = 32 << 20
@@ -109,8 +109,8 @@ func (s *Sink) startCommitLocked(ctx context.Context) error {
 }
 
 // fly flushes and commits the transaction. Nothing else uses the client's
-// transaction meanwhile (produce stages). It uses stopCtx, not a Write's
-// context: the commit outlives the Write that started it, and Close must
+// transaction meanwhile (produce stages). It uses stopCtx, not a Submit's
+// context: the commit outlives the Submit that started it, and Close must
 // not wait for a broker that is gone.
 func (s *Sink) fly(f *flight) {
 	defer s.wg.Done()
@@ -135,7 +135,7 @@ func (s *Sink) fly(f *flight) {
 	f.err = err
 	s.w.committing.Store(false)
 	close(f.done)
-	// The committer lands it if Write does not come first (an idle source).
+	// The committer lands it if Submit does not come first (an idle source).
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -228,7 +228,7 @@ func (s *Sink) abortLocked() {
 // committer ends the open Kafka transaction CommitInterval after it began,
 // between source transactions, so that an idle or slow source still has
 // its transactions visible soon; and lands a commit that finished while
-// Write was not called.
+// Submit was not called.
 func (s *Sink) committer() {
 	defer s.wg.Done()
 	tick := time.NewTicker(s.cfg.CommitInterval / 2)

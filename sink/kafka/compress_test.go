@@ -42,7 +42,7 @@ func TestCompressionOnTheWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, it := range txnItems("0-1-1", sluice.Position{File: "mysql-bin.000001", Pos: 200, GTIDSet: "0-1-1"}, 1, 2, 3) {
-			if err := s.Write(ctx, it); err != nil {
+			if err := s.Submit(ctx, it); err != nil {
 				t.Fatal(err)
 			}
 		}

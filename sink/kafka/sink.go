@@ -49,9 +49,9 @@ type Stats struct {
 	KafkaTxns uint64
 }
 
-// Sink writes the stream to Kafka. Write is called from one goroutine; a
+// Sink writes the stream to Kafka. Submit is called from one goroutine; a
 // background committer ends Kafka transactions between source
-// transactions. A commit runs in its own goroutine while Write goes on
+// transactions. A commit runs in its own goroutine while Submit goes on
 // encoding the next transactions into a staged buffer (commit.go). After
 // any error the Sink is done: Close it and Open a new one, which resumes
 // from the last committed position.
@@ -326,15 +326,15 @@ func (s *Sink) beginLocked() error {
 	return nil
 }
 
-// Write hands one stream item to the sink. Items come in source order.
-func (s *Sink) Write(ctx context.Context, it sluice.StreamItem) error {
+// Submit hands one stream item to the sink. Items come in source order.
+func (s *Sink) Submit(ctx context.Context, it sluice.StreamItem) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.Err(); err != nil {
-		return err // the committer failed while this Write waited for mu
+		return err // the committer failed while this Submit waited for mu
 	}
 	err := s.pollLocked(ctx)
 	if err == nil {

@@ -76,7 +76,7 @@ func TestMissingTopicIsAClearError(t *testing.T) {
 	}
 	var werr error
 	for _, it := range txnItems("0-1-1", sluice.Position{File: "mysql-bin.000001", Pos: 100}, 1) {
-		if werr = s.Write(ctx, it); werr != nil {
+		if werr = s.Submit(ctx, it); werr != nil {
 			break
 		}
 	}
@@ -124,7 +124,7 @@ func TestRestartFencesTheZombie(t *testing.T) {
 	}
 	first := sluice.Position{File: "mysql-bin.000001", Pos: 200, GTIDSet: "0-1-1"}
 	for _, it := range txnItems("0-1-1", first, 1, 2) {
-		if err := a.Write(ctx, it); err != nil {
+		if err := a.Submit(ctx, it); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestRestartFencesTheZombie(t *testing.T) {
 	// The zombie writes a second transaction but has not committed it
 	// when its successor starts.
 	for _, it := range txnItems("0-1-2", sluice.Position{File: "mysql-bin.000001", Pos: 300, GTIDSet: "0-1-2"}, 3) {
-		if err := a.Write(ctx, it); err != nil {
+		if err := a.Submit(ctx, it); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,7 +148,7 @@ func TestRestartFencesTheZombie(t *testing.T) {
 	}
 	a.Close()
 	for _, it := range txnItems("0-1-2", sluice.Position{File: "mysql-bin.000001", Pos: 300, GTIDSet: "0-1-2"}, 3) {
-		if err := b.Write(ctx, it); err != nil {
+		if err := b.Submit(ctx, it); err != nil {
 			t.Fatal(err)
 		}
 	}

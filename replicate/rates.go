@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// rateClock gives a sink task's status its events/s and txns/s: the
-// change of its counters over the last status interval of at least
-// minRateSpan. The sink task had none, so its status said 0 events/s
-// while its totals grew.
+// rateClock gives a task's status its events/s and txns/s: the change of
+// its counters over the last status interval of at least minRateSpan. The
+// status loop marks the end of each interval (Task.statusLoop), and every
+// Status between two marks reports the last complete interval.
 type rateClock struct {
 	mu         sync.Mutex
 	at         time.Time
