@@ -1,13 +1,13 @@
 # sluice: the two set-up commands are `make demo` and `make test`.
 # Both install what is missing (MariaDB, sysbench, mydumper, Prometheus for
 # the dashboard and alert rules' test, Redis for the dtx Redis store's tests,
-# etcd for the cluster workers' tests)
+# etcd for the cluster workers' tests, chromium for the console's browser test)
 # through apt-get.
 
 GO        ?= go
 BIN       := bin/sluice
 STATICCHECK_VERSION := v0.8.2
-APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus redis-server etcd-server default-jre-headless default-jdk-headless maven
+APT_PKGS  := mariadb-server mariadb-client sysbench mydumper prometheus redis-server etcd-server default-jre-headless default-jdk-headless maven chromium
 TEST_TIMEOUT ?= 25m
 # sluice version reports these (the go command's own VCS stamp may be off).
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -35,6 +35,7 @@ deps:
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
 	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	command -v javac >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -98,7 +99,8 @@ difftest: deps
 	$(GO) run ./cmd/difftest -seeds $(SEEDS) -seed $(SEED) -duration $(DURATION) $(DIFFTEST_FLAGS)
 
 # demo: start a source and a target sandbox, fill the source with sysbench,
-# migrate, verify, and print the summary.
+# migrate, verify, and print the summary; it ends with sluice console running
+# on the live task and a dtx coordinator, and prints the console's URL.
 demo: deps build
 	./scripts/demo.sh
 

@@ -9,6 +9,9 @@
 #      task with a Kafka sink, --mode all (the snapshot as op "r" events,
 #      then the changes) while sysbench writes, then a read_committed look
 #      at the topic (DEMO_KAFKA=0 skips this part; it needs Java)
+#   6. the live task again (it resumes from its checkpoint), sluice dtx serve
+#      with two TCC transactions left prepared, and sluice console on both:
+#      the demo ends by printing the console's URL, with all three running
 # Ports and sizes can be changed with DEMO_SRC_PORT, DEMO_DST_PORT, DEMO_KAFKA_PORT,
 # DEMO_TABLES, DEMO_ROWS.
 set -euo pipefail
@@ -21,6 +24,8 @@ export SLUICE_HOME=${SLUICE_HOME:-$HOME/.sluice/demo}
 SRC_PORT=${DEMO_SRC_PORT:-3317}
 DST_PORT=${DEMO_DST_PORT:-3318}
 KAFKA_PORT=${DEMO_KAFKA_PORT:-9392}
+DTX_PORT=${DEMO_DTX_PORT:-36790}
+CONSOLE_PORT=${DEMO_CONSOLE_PORT:-8686}
 TABLES=${DEMO_TABLES:-4}
 ROWS=${DEMO_ROWS:-100000}
 WORK=$(mktemp -d /tmp/sluice-demo-task.XXXXXX)
@@ -149,6 +154,26 @@ if [ "${DEMO_KAFKA:-1}" != 0 ]; then
 else
   step "done: a full copy and a live replication, both verified equal"
 fi
+
+# Part 6: the console, on the live task (started again: it resumes from its
+# checkpoint) and a coordinator with two transactions in it.
+step "sluice console on the live task and a dtx coordinator"
+$SLUICE migrate --config "$WORK/live.yaml" --mode all > "$WORK/migrate-all-2.log" 2>&1 &
+TASK_PID=$!
+$SLUICE dtx serve --store "bolt://$WORK/dtx.db" --listen "127.0.0.1:$DTX_PORT" > "$WORK/dtx.log" 2>&1 &
+DTX_PID=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$DTX_PORT/api/dtmsvr/version" >/dev/null && break; sleep 0.1; done
+for gid in demo-tcc-1 demo-tcc-2; do
+  curl -sf -X POST "http://127.0.0.1:$DTX_PORT/api/dtmsvr/prepare" -H 'Content-Type: application/json' \
+    -d "{\"gid\":\"$gid\",\"trans_type\":\"tcc\",\"timeout_to_fail\":86400}" >/dev/null
+done
+$SLUICE console --listen "127.0.0.1:$CONSOLE_PORT" --tasks "$WORK" --dtx "http://127.0.0.1:$DTX_PORT" > "$WORK/console.log" 2>&1 &
+CONSOLE_PID=$!
+for _ in $(seq 100); do grep -q 'sluice console on' "$WORK/console.log" 2>/dev/null && break; sleep 0.1; done
+if ! kill -0 $CONSOLE_PID 2>/dev/null; then echo "the console did not start:"; cat "$WORK/console.log"; exit 2; fi
+disown $TASK_PID $DTX_PID $CONSOLE_PID
+echo "The task, the coordinator and the console run on (stop them: kill $TASK_PID $DTX_PID $CONSOLE_PID)."
 echo "Sandboxes are still running: '$SLUICE sandbox list' (SLUICE_HOME=$SLUICE_HOME)."
 echo "Stop them with: SLUICE_HOME=$SLUICE_HOME $SLUICE sandbox down --name demo-src --purge (and demo-dst;"
 echo "the broker: $SLUICE sandbox kafka down --name demo-kafka --purge)"
+step "console: http://127.0.0.1:$CONSOLE_PORT/"

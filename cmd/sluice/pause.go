@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/replicate"
+	"github.com/sluice-db/sluice/task"
 )
 
 // sluice pause and resume signal the process that runs the task: SIGUSR1
@@ -69,9 +71,9 @@ func init() {
 func newPauseCmd(action string) *cobra.Command {
 	var config string
 	var wait time.Duration
-	want, sig := replicate.StagePaused, syscall.SIGUSR1
+	want := replicate.StagePaused
 	if action == "resume" {
-		want, sig = replicate.StageRunning, syscall.SIGUSR2
+		want = replicate.StageRunning
 	}
 	cmd := &cobra.Command{
 		Use: action + " --config task.yaml",
@@ -84,35 +86,46 @@ func newPauseCmd(action string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			op := action + " task " + cfg.Name
-			pid, running, err := replicate.Holder(cfg.Dir)
-			if err != nil {
-				return fmt.Errorf("%s: %w", op, err)
-			}
-			if !running || pid <= 0 {
-				return &sluice.Error{Op: op, Err: fmt.Errorf("%w: no process runs the task", sluice.ErrNotRunning), Hint: "start it with the command that ran it"}
-			}
-			if s, err := replicate.ReadStatus(cfg.Dir); err == nil && s.Stage == want {
-				fmt.Fprintf(c.OutOrStdout(), "task %s is %s already\n", cfg.Name, want)
-				return nil
-			}
-			if err := syscall.Kill(pid, sig); err != nil {
-				return &sluice.Error{Op: op, Err: fmt.Errorf("signal pid %d: %w", pid, err), Hint: "run it as the user that runs the task"}
-			}
-			for deadline := time.Now().Add(wait); ; {
-				if s, err := replicate.ReadStatus(cfg.Dir); err == nil && s.Stage == want {
-					fmt.Fprintf(c.OutOrStdout(), "task %s (pid %d) %s at %s\n", cfg.Name, pid, want, s.Applied)
-					return nil
-				}
-				if time.Now().After(deadline) {
-					return &sluice.Error{Op: op, Err: fmt.Errorf("the task is not %s after %s (a copy cannot be paused; replication can)", want, wait),
-						Hint: "see sluice status --config; " + action + " again once replication runs"}
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			return pauseTask(cfg, action, wait, c.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "task file (YAML)")
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the task to be "+want)
 	return cmd
+}
+
+// pauseTask is sluice pause and sluice resume (action): it signals the
+// process that runs the task and waits up to wait for the stage to change.
+// The console runs it too.
+func pauseTask(cfg *task.Config, action string, wait time.Duration, out io.Writer) error {
+	want, sig := replicate.StagePaused, syscall.SIGUSR1
+	if action == "resume" {
+		want, sig = replicate.StageRunning, syscall.SIGUSR2
+	}
+	op := action + " task " + cfg.Name
+	pid, running, err := replicate.Holder(cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if !running || pid <= 0 {
+		return &sluice.Error{Op: op, Err: fmt.Errorf("%w: no process runs the task", sluice.ErrNotRunning), Hint: "start it with the command that ran it"}
+	}
+	if s, err := replicate.ReadStatus(cfg.Dir); err == nil && s.Stage == want {
+		fmt.Fprintf(out, "task %s is %s already\n", cfg.Name, want)
+		return nil
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return &sluice.Error{Op: op, Err: fmt.Errorf("signal pid %d: %w", pid, err), Hint: "run it as the user that runs the task"}
+	}
+	for deadline := time.Now().Add(wait); ; {
+		if s, err := replicate.ReadStatus(cfg.Dir); err == nil && s.Stage == want {
+			fmt.Fprintf(out, "task %s (pid %d) %s at %s\n", cfg.Name, pid, want, s.Applied)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &sluice.Error{Op: op, Err: fmt.Errorf("the task is not %s after %s (a copy cannot be paused; replication can)", want, wait),
+				Hint: "see sluice status --config; " + action + " again once replication runs"}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -3,11 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -56,34 +52,10 @@ func newTaskListCmd() *cobra.Command {
 // and prints one line each: name, stage (running with its pid, or the last
 // stage the status file recorded), applied position, directory.
 func listTasks(w io.Writer, root string) error {
-	depth0 := strings.Count(filepath.Clean(root), string(filepath.Separator))
-	seen := map[string]bool{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if d != nil && d.IsDir() && p != root {
-				return fs.SkipDir // unreadable: not ours to list
-			}
-			return err
-		}
-		if d.IsDir() {
-			if strings.Count(filepath.Clean(p), string(filepath.Separator))-depth0 > 4 || d.Name() == "relay" || d.Name() == "dump" {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if d.Name() == "task.lock" || d.Name() == replicate.StatusFile {
-			seen[filepath.Dir(p)] = true
-		}
-		return nil
-	})
+	dirs, err := replicate.FindTaskDirs(root)
 	if err != nil {
-		return fmt.Errorf("task list %s: %w", root, err)
+		return err
 	}
-	dirs := make([]string, 0, len(seen))
-	for d := range seen {
-		dirs = append(dirs, d)
-	}
-	sort.Strings(dirs)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tSTAGE\tAPPLIED\tDIR")
 	for _, d := range dirs {
