@@ -169,7 +169,7 @@ func (b *bigTxn) endRun(ctx context.Context) error {
 	if r.kind == sluice.Delete {
 		bw.buf = info.spec.AppendDeleteIn(bw.buf, r.befores...)
 	} else {
-		bw.buf = info.spec.AppendUpdateJoin(bw.buf, r.befores, r.afters)
+		bw.buf = b.a.appendUpdateJoin(bw.buf, info, r.befores, r.afters)
 	}
 	bw.check()
 	r.reset()
