@@ -122,7 +122,7 @@ func TestStreamedBatches(t *testing.T) {
 	}
 	sameTables(t, src, dst, "bb.t", "bb.s", "bb.c", "bb.u", "bb.g", "bb.nk", "bb.p", "bb.ch")
 	// About 3,000 UPDATE and 1,000 DELETE rows of bb.t went as multi-row
-	// statements of up to 200 rows; one statement per row would be
+	// statements of up to 1,000 rows; one statement per row would be
 	// thousands.
 	updates := globalStatus(t, dst, "Com_update") - updates0
 	multi := globalStatus(t, dst, "Com_update_multi") - multi0

@@ -11,7 +11,10 @@
 # Env: LARGE_ROWS (500000)
 
 large_rows() {
-  local rows=${LARGE_ROWS:-500000} step stmt t0 ts tn ev cpu rss first=n8 n src_t
+  local rows=${LARGE_ROWS:-500000} step stmt t0 ts tn ev cpu rss first=n8 n src_t npid g0 g1 ncpu scpu
+  # The replicas' server CPU seconds: what each applier made its server
+  # do, which a busy host's scheduling distorts less than wall time.
+  npid=$(cat "$(sql "$REP8_PORT" "SELECT @@pid_file")")
   echo "== large transactions: INSERT ... SELECT of $((2 * rows)) rows, UPDATE of $rows, DELETE of $rows"
   sql "$SRC_PORT" "CREATE TABLE sbtest.big (id INT PRIMARY KEY, k INT NOT NULL, pad CHAR(60) NOT NULL, KEY (k))"
   # The DDL reaches both before the timed rows (it is not what is measured).
@@ -24,8 +27,10 @@ large_rows() {
   echo "$WORKERS workers, whose time includes its start-up and its own fetch of the transaction). Table"
   echo "\`(id INT PRIMARY KEY, k INT, pad CHAR(60), KEY (k))\`. Peak RSS is sluice's whole process."
   echo
-  echo "| transaction | rows | source (s) | native 8 threads (s) | native rows/s | sluice (s) | sluice rows/s | sluice CPU (s) | sluice peak RSS (MB) | sluice / native |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "Server CPU: the replica server's CPU seconds while it applied (the native replica's own, sluice's target's)."
+  echo
+  echo "| transaction | rows | source (s) | native 8 threads (s) | native rows/s | native server CPU (s) | sluice (s) | sluice rows/s | sluice CPU (s) | sluice peak RSS (MB) | sluice target server CPU (s) | sluice / native |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   } | tee -a "$OUT"
   for step in insert update delete; do
     case $step in
@@ -41,15 +46,17 @@ large_rows() {
     src_t=$(secs "$t0" "$(now)")
     echo "== large $step: $n rows on the source in $src_t s; $first first" >&2
     if [ "$first" = n8 ]; then
-      tn=$(native "$REP8_PORT")
+      g0=$(pid_ticks "$npid"); tn=$(native "$REP8_PORT"); g1=$(pid_ticks "$npid")
       read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$DST_PORT")
       first=sluice
     else
       read -r ts ev cpu rss < <(sluice_run "$WORKERS" "$DST_PORT")
-      tn=$(native "$REP8_PORT")
+      g0=$(pid_ticks "$npid"); tn=$(native "$REP8_PORT"); g1=$(pid_ticks "$npid")
       first=n8
     fi
-    echo "| $step | $n | $src_t | $tn | $(rate "$n" "$tn") | $ts | $(rate "$n" "$ts") | $cpu | $rss | **$(ratio "$tn" "$ts")** |" | tee -a "$OUT"
+    ncpu=$(awk -v a="$g0" -v b="$g1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (b - a) / hz }')
+    read -r _ scpu _ <"$WORK/extra"
+    echo "| $step | $n | $src_t | $tn | $(rate "$n" "$tn") | $ncpu | $ts | $(rate "$n" "$ts") | $cpu | $rss | $scpu | **$(ratio "$tn" "$ts")** |" | tee -a "$OUT"
   done
   # All three servers must hold the same rows.
   local want got
