@@ -160,6 +160,9 @@ type Applier struct {
 
 	clocks  Clocks
 	xaReady bool // apply_xa exists (xa.go; the scheduler goroutine's)
+	// valuesOK: the target takes table value constructors (tvc.go); set
+	// in Start, read-only after.
+	valuesOK bool
 }
 
 // New returns an applier writing to db, which must accept multi-statement
@@ -211,7 +214,13 @@ func (a *Applier) Start(ctx context.Context) error {
 	// distant target, one after another would cost several round trips
 	// each before the first transaction is applied.
 	probed := make(chan error, 1)
-	go func() { probed <- a.probeRTT(ctx, a.serial) }()
+	go func() {
+		err := a.probeRTT(ctx, a.serial)
+		if err == nil {
+			err = a.readValuesOK(ctx)
+		}
+		probed <- err
+	}()
 	conns := make([]*sql.Conn, a.cfg.Workers)
 	ids := make([]uint64, a.cfg.Workers)
 	errs := make([]error, a.cfg.Workers)

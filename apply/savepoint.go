@@ -79,6 +79,10 @@ func (s *scheduler) savepoint(ctx context.Context, it sluice.StreamItem) error {
 // statement runs a savepoint statement in the streamed transaction, in
 // order with its rows.
 func (b *bigTxn) statement(ctx context.Context, sp sluice.Savepoint) error {
+	if err := b.endRun(ctx); err != nil {
+		b.bw.rollback()
+		return fmt.Errorf("apply large transaction: %w", err)
+	}
 	b.bw.sep()
 	b.bw.buf = append(b.bw.buf, sp.SQL()...)
 	if err := b.bw.flushIfFull(ctx); err != nil {

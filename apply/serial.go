@@ -20,6 +20,8 @@ type bigTxn struct {
 	bw       batchWriter
 	seq      uint64
 	rowsSeen int
+	// run gathers consecutive changes into one statement (bigbatch.go).
+	run runBatch
 	// For non-transactional tables (nontxreplay.go): the transaction's
 	// GTID, whether its mark was committed, and whether a mark named it.
 	gtid              string
@@ -51,11 +53,14 @@ func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {
 			b.bw.rollback()
 			return err
 		}
-		write := b.bw.change
 		if info.nontx && b.gtid != "" {
-			write = b.bigNontx
+			if err = b.endRun(ctx); err == nil {
+				err = b.bigNontx(ctx, c, info)
+			}
+		} else {
+			err = b.bigChange(ctx, c, info)
 		}
-		if err := write(ctx, c, info); err != nil {
+		if err != nil {
 			b.bw.rollback()
 			var ns nontxStop
 			if errors.As(err, &ns) {
@@ -73,6 +78,10 @@ func (b *bigTxn) rows(ctx context.Context, changes []sluice.RowChange) error {
 
 func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	a := b.a
+	if err := b.endRun(ctx); err != nil {
+		b.bw.rollback()
+		return b.commitErr(err, end)
+	}
 	b.bw.fkFor(false)
 	b.bw.sep()
 	if b.replaying {
@@ -83,10 +92,7 @@ func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 	b.bw.buf = append(b.bw.buf, ";COMMIT"...)
 	if err := b.bw.exec(ctx); err != nil {
 		b.bw.rollback()
-		if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) || errors.Is(err, ErrTargetRowDiffers) {
-			return err
-		}
-		return fmt.Errorf("commit large transaction (up to %s): %w", end, err)
+		return b.commitErr(err, end)
 	}
 	a.addMissing(b.bw.missing) // before the commit is published, as in worker.apply
 	a.committed(b.seq, nil, end, 1, b.rowsSeen, 0)
@@ -95,6 +101,13 @@ func (b *bigTxn) commit(ctx context.Context, end sluice.Position) error {
 		a.nontxReplayed(b.bw.src) // its end was set as its Commit arrived
 	}
 	return nil
+}
+
+func (b *bigTxn) commitErr(err error, end sluice.Position) error {
+	if errors.Is(err, ErrMissingRow) || errors.Is(err, ErrTargetWarning) || errors.Is(err, ErrTargetRowDiffers) {
+		return err
+	}
+	return fmt.Errorf("commit large transaction (up to %s): %w", end, err)
 }
 
 // afterDDLHook and afterDDLItemHook, when set by a test, run between a

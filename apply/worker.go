@@ -438,7 +438,7 @@ func (w *worker) updates(ctx context.Context, info *tableInfo, rows []*netRow) e
 		}
 		rows = rows[n:]
 		b.begin(st)
-		b.buf = info.spec.AppendUpdateJoin(b.buf, st.rows, afters)
+		b.buf = w.a.appendUpdateJoin(b.buf, info, st.rows, afters)
 		b.check()
 		if err := b.flushIfFull(ctx); err != nil {
 			return err

@@ -19,11 +19,13 @@
 #
 # Env: BACKLOG (100000 transactions) SWEEP_BACKLOG (20000) TABLES (4)
 #      TABLE_SIZE (100000) SB_THREADS (8) WORKERS (16) BATCH (100)
-#      ROUNDS (3) PARTS ("catchup latency sweep") LATENCY (20) SWEEP ("4 8 16 32 64") BUFFER_POOL (1G)
+#      ROUNDS (3) PARTS ("catchup latency sweep large") LATENCY (20) SWEEP ("4 8 16 32 64") BUFFER_POOL (1G)
 #      SLUICE (bin/sluice) OUT (bench/out/replication.md)
 #      CATCHUP ("oltp_write_only oltp_insert"): the catch-up workloads; fk_pairs is
 #        bench/sysbench/fk_pairs.lua, parent/child pairs with cascading foreign keys
 #      NATIVES ("n8 n1"): the native replicas in the catch-up rounds (n8 is needed for the ratio)
+#      LARGE_ROWS (500000): the large-transaction rows (PARTS large, bench/replication_large.sh):
+#        an INSERT ... SELECT of twice as many rows, then an UPDATE and a DELETE of LARGE_ROWS each
 #      SLUICE_B: a second sluice binary (e.g. the build before a change) for a same-run A/B: it
 #        joins the rotation of the catch-up rounds with its own target, task dir and relay,
 #        and of the latency rounds at 0 ms and at +LATENCY ms (through a proxy of its own)
@@ -49,7 +51,7 @@ SB_THREADS=${SB_THREADS:-8}
 WORKERS=${WORKERS:-16}
 BATCH=${BATCH:-100}
 ROUNDS=${ROUNDS:-3}
-PARTS=${PARTS:-catchup latency sweep}
+PARTS=${PARTS:-catchup latency sweep large}
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 LATENCY=${LATENCY:-20}
 SWEEP=${SWEEP:-4 8 16 32 64}
@@ -414,5 +416,8 @@ echo "| ---: | ---: | --- |$(for _ in $STATES; do printf ' ---: |'; done)"
 printf '%s' "$STAGES"
 } | tee -a "$OUT"
 fi
+# shellcheck source=bench/replication_large.sh
+. bench/replication_large.sh
+if part large; then large_rows; fi
 echo
 echo "results written to $OUT"

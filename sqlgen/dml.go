@@ -449,6 +449,23 @@ func (s *TableSpec) where(sb *strings.Builder, row []any, args []any) []any {
 // string key with a derived column could mix collations. A table whose only
 // writable columns are its key has nothing to update: do not use it then.
 func (s *TableSpec) AppendUpdateJoin(b []byte, befores, afters [][]any) []byte {
+	return s.appendUpdateJoin(b, befores, afters, false)
+}
+
+// AppendUpdateJoinValues is AppendUpdateJoin with the derived table's rows
+// after the first as one table value constructor (MariaDB 10.3 and later):
+//
+//	UPDATE (SELECT k0, c0.. UNION ALL VALUES (..),(..)) AS `v` STRAIGHT_JOIN t ...
+//
+// The server then runs two SELECTs for the derived table instead of one
+// per row: it spent about a third less CPU on a 200-row statement (issue
+// 34). The rows' types are aggregated as in a UNION, so the values stored
+// are the same.
+func (s *TableSpec) AppendUpdateJoinValues(b []byte, befores, afters [][]any) []byte {
+	return s.appendUpdateJoin(b, befores, afters, true)
+}
+
+func (s *TableSpec) appendUpdateJoin(b []byte, befores, afters [][]any, values bool) []byte {
 	// The derived table of keys comes first and STRAIGHT_JOIN keeps it
 	// first: each row of t is then found by eq_ref on its key. Left to the
 	// optimizer, a table whose statistics lag behind a bulk load was scanned
@@ -457,10 +474,16 @@ func (s *TableSpec) AppendUpdateJoin(b []byte, befores, afters [][]any) []byte {
 	// wait timeout.
 	b = append(b, "UPDATE ("...)
 	for n := range befores {
-		if n > 0 {
-			b = append(b, " UNION ALL "...)
+		switch {
+		case n == 0:
+			b = append(b, "SELECT "...)
+		case !values:
+			b = append(b, " UNION ALL SELECT "...)
+		case n == 1:
+			b = append(b, " UNION ALL VALUES ("...)
+		default:
+			b = append(b, ",("...)
 		}
-		b = append(b, "SELECT "...)
 		for j, ki := range s.Key {
 			if j > 0 {
 				b = append(b, ',')
@@ -480,6 +503,9 @@ func (s *TableSpec) AppendUpdateJoin(b []byte, befores, afters [][]any) []byte {
 				b = strconv.AppendInt(b, int64(m), 10)
 				b = append(b, '`')
 			}
+		}
+		if values && n > 0 {
+			b = append(b, ')')
 		}
 	}
 	b = append(b, ") AS `v` STRAIGHT_JOIN "...)

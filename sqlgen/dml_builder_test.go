@@ -247,6 +247,18 @@ func TestAppendUpdateJoin(t *testing.T) {
 			t.Errorf("%s:\ngot  %s\nwant %s", c.name, got, c.want)
 		}
 	}
+	// The table value constructor form: the first row names the columns,
+	// the others follow as one VALUES list.
+	three := [][]any{{int64(1), int64(10), "x", nil, nil}, {int64(2), int64(20), nil, nil, 1.5}, {int64(3), int64(30), nil, nil, nil}}
+	got := string(intKeys.AppendUpdateJoinValues(nil, three, three))
+	want := "UPDATE (SELECT 10 AS `k0`,1 AS `k1`,1 AS `c0`,10 AS `c1`,'x' AS `c2`,NULL AS `c3` UNION ALL VALUES (20,2,2,20,NULL,1.5),(30,3,3,30,NULL,NULL)) AS `v` STRAIGHT_JOIN " + tq +
+		" AS `t` ON `t`.`b`=`v`.`k0` AND `t`.`a`=`v`.`k1` SET `t`.`v`=`v`.`c2`,`t`.`w`=`v`.`c3`"
+	if got != want {
+		t.Errorf("values:\ngot  %s\nwant %s", got, want)
+	}
+	if got, want := string(intKeys.AppendUpdateJoinValues(nil, three[:1], three[:1])), string(intKeys.AppendUpdateJoin(nil, three[:1], three[:1])); got != want {
+		t.Errorf("values, one row:\ngot  %s\nwant %s", got, want)
+	}
 }
 
 func TestInsertPlaceholders(t *testing.T) {
