@@ -416,6 +416,7 @@ func TestPurgedPositionIsRefused(t *testing.T) {
 // sets no read deadline per packet any more; the reader's silence watch
 // (silence.go) does this.
 func TestReaderDetectsASilentSource(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	proxy := toxiproxy.NewProxy(srv, "silent", "127.0.0.1:0", src.Endpoint().Addr())
 	if err := proxy.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-db/sluice/dtx"
 	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 func post(t *testing.T, url, body string) (int, string) {
@@ -35,6 +36,7 @@ func sagaBody(gid, action string, extra string) string {
 // TestBadInput: malformed or impossible requests get a clear 4xx and leave
 // nothing stored.
 func TestBadInput(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		srv := serve(t, dtxtest.FastConfig(), st)
 		ok := busi.URL + "/TransOut"
@@ -113,6 +115,7 @@ func submitSaga(t *testing.T, srv *dtxtest.Server, gid string, results map[strin
 // it forever) is marked stuck after the retry limit, alerted through the log
 // and a metric, and left alone; an action that keeps failing rolls the saga back.
 func TestRetryLimit(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		cfg := dtxtest.FastConfig()
 		cfg.RetryLimit = 3
@@ -183,6 +186,7 @@ func TestRetryLimit(t *testing.T) {
 // TestRetention: finished transactions are removed after the retention
 // time; unfinished ones are kept.
 func TestRetention(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		cfg := dtxtest.FastConfig()
 		cfg.Retention = 500 * time.Millisecond
@@ -238,6 +242,7 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // request time, and every phase a saga must pass through took time; a
 // saga answered before its end, or rolled back, adds nothing.
 func TestSagaTrace(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	srv := serve(t, dtxtest.FastConfig(), boltStore(t))
 	m := srv.Coord.Metrics()
 	histo := func() (uint64, float64) {

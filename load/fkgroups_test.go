@@ -29,6 +29,7 @@ import (
 // fixed seed 6). The rerun must load the whole group from its snapshot,
 // and leave a table outside the group as it is.
 func TestModeAllResumesForeignKeyGroups(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	// The first run is killed after solo's first chunk, which the dumper
 	// reads after the first chunk of each other table. parent: the parent
 	// is one chunk, so it is copied by the first run, and the children

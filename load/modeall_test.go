@@ -28,6 +28,7 @@ import (
 // cannot match to chunks, are reloaded whole if the kill left them partly
 // copied. In the end sluice verify must find the target equal to the source.
 func TestModeAllResumesExactly(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	// A late kill leaves every table's first chunk copied: big is mixed
 	// chunk by chunk, comp and uq are reloaded. An early kill (one chunk
 	// of big done) leaves the keyless table to the second snapshot, so its
@@ -300,6 +301,7 @@ type syncBuffer = sandboxtest.SyncBuffer
 // table and load it again, not stop on rows it cannot account for nor keep
 // them next to the reloaded ones.
 func TestInterruptedReloadFinishes(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createResumeData(t, "rs_reset")
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	cfg := taskFile(t, "rs_reset", "rs_reset.*", "routes: [{schema: rs_reset, target-schema: rs_reset_copy}]\nrows-per-chunk: 500")

@@ -408,6 +408,7 @@ func TestLoadRerunReloadsLostTables(t *testing.T) {
 // drop the table on the target, delete its checkpoints, run --mode all
 // again. The table must be loaded again whole and no row lost.
 func TestMixedCopyHintReloads(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	const schema = "rr_mix"
 	createResumeData(t, schema)
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")

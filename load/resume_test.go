@@ -113,6 +113,7 @@ func totalChunks(t *testing.T, dst *sql.DB, task string) int64 {
 // runs it again: nothing may be missing or doubled, and chunks committed
 // before the kill are not copied again.
 func TestMigrateResumesAfterKill9(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createResumeData(t, "rs_mg")
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	// auto with a bulk limit of 10 chunks mixes both: comp and nokey load
@@ -145,6 +146,7 @@ func TestMigrateResumesAfterKill9(t *testing.T) {
 
 // TestLoadResumesAfterKill9 does the same for sluice load from a directory.
 func TestLoadResumesAfterKill9(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createResumeData(t, "rs_ld")
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	cfg := taskFile(t, "rs_ld", "rs_ld.*", "routes: [{schema: rs_ld, target-schema: rs_ld_copy}]\nthreads: 2\npool-size: 3\nrows-per-chunk: 500")
@@ -180,6 +182,7 @@ func loadTaskKey(t *testing.T, name, dir string) string {
 // mid-run: the run must fail with one line, every committed chunk must be
 // whole, and a rerun must finish the copy exactly.
 func TestMigrateSourceConnectionKilled(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createResumeData(t, "rs_lost")
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	cfg := taskFile(t, "rs_lost", "rs_lost.*", "routes: [{schema: rs_lost, target-schema: rs_lost_copy}]\nthreads: 2\npool-size: 2\nrows-per-chunk: 500")
