@@ -100,13 +100,8 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, users: [{user: repl, password: "
 		if got := checksum(t, rdb, tb); got != want {
 			t.Fatalf("CHECKSUM TABLE %s: source %s, replica %s", tb, want, got)
 		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for checksum(t, ddb, tb) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("CHECKSUM TABLE %s on the target never reached the source's %s\n%s", tb, want, log.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		sandboxtest.Eventually(t, 2*time.Minute, fmt.Sprintf("CHECKSUM TABLE %s on the target at the source's %s", tb, want),
+			func() bool { return checksum(t, ddb, tb) == want }, log.String)
 	}
 }
 
