@@ -203,6 +203,7 @@ func TestConcurrent(t *testing.T) {
 
 // FuzzSequence explores call sequences: each byte picks an op.
 func FuzzSequence(f *testing.F) {
+	sandboxtest.SkipShort(f)
 	f.Add([]byte{0, 2, 0, 1})
 	f.Add([]byte{2, 0, 0})
 	f.Add([]byte{1, 1, 2, 0, 2})
