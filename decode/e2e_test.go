@@ -92,22 +92,19 @@ func after(p, q sluice.Position) bool { return p.Compare(q) >= 0 }
 // fails the test with the task's error if it stops first.
 func (r *running) waitApplied(t *testing.T, pos sluice.Position) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	sandboxtest.Eventually(t, 2*time.Minute, fmt.Sprintf("the task applied %s", pos), func() bool {
 		s := r.task.Status()
 		if after(s.Applied, pos) {
-			return
+			return true
 		}
 		select {
 		case err := <-r.done:
 			r.err, r.ended = err, true
 			t.Fatalf("task ended before applying %s (at %s): %v", pos, s.Applied, err)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task did not apply %s within 2 minutes (at %s)", pos, s.Applied)
-		}
-	}
+		return false
+	}, func() string { return fmt.Sprintf("at %s", r.task.Status().Applied) })
 }
 
 // hexRows reads every row of schema.table as the HEX() of every column

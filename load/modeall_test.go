@@ -279,17 +279,20 @@ func applied(dst *sql.DB, task, gtid string) bool {
 	return true
 }
 
-// waitFor polls cond until it holds, failing if the process exits first.
-func waitFor(t *testing.T, exited chan error, out *syncBuffer, what string, cond func() bool) {
+// waitFor is sandboxtest.Eventually that fails at once if the sluice
+// process exits first (exited may be nil: no process). The bound only
+// keeps a stuck run from hanging the package, far above any healthy run.
+func waitFor(t *testing.T, exited chan error, out *syncBuffer, what string, cond func() bool, diag ...func() string) {
 	t.Helper()
-	for !cond() {
+	sandboxtest.Eventually(t, 5*time.Minute, what, func() bool {
 		select {
 		case err := <-exited:
 			exited <- err
 			t.Fatalf("sluice exited (%v) while waiting for %s:\n%s", err, what, out.String())
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
-	}
+		return cond()
+	}, append([]func() string{func() string { return "sluice:\n" + out.String() }}, diag...)...)
 }
 
 // syncBuffer is what a sluice process writes while the test reads it.
