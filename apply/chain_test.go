@@ -3,6 +3,7 @@ package apply_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -194,12 +195,12 @@ func runChain(t *testing.T, task, name string, n int, writes func(name string, i
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A bound against a hang only.
-	for limit := time.Now().Add(time.Minute); !ready(a.Stats()); time.Sleep(5 * time.Millisecond) {
-		if err := a.Err(); err != nil || time.Now().After(limit) {
+	sandboxtest.Eventually(t, time.Minute, "the groups fill the workers", func() bool {
+		if err := a.Err(); err != nil {
 			t.Fatalf("the groups never filled the workers: %+v (%v)", a.Stats(), err)
 		}
-	}
+		return ready(a.Stats())
+	}, func() string { return fmt.Sprintf("%+v", a.Stats()) })
 	for _, lock := range locks {
 		if err := lock.Rollback(); err != nil {
 			t.Fatal(err)

@@ -192,16 +192,11 @@ func TestMigrateSourceConnectionKilled(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for limit := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		var n int64
+	var n int64
+	sandboxtest.Eventually(t, 5*time.Minute, "3 chunk checkpoints committed by the load", func() bool {
 		_ = dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.load_checkpoint WHERE task = 'rs_lost'").Scan(&n)
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(limit) {
-			t.Fatalf("the load committed %d chunk checkpoints in 5 minutes, want 3", n)
-		}
-	}
+		return n >= 3
+	}, func() string { return fmt.Sprintf("%d committed", n) })
 	// The dump's connections are the ones reading rs_lost in a snapshot.
 	rows, err := src.Query("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = 'root' AND (INFO LIKE '%rs_lost%' OR COMMAND = 'Sleep')")
 	if err != nil {
