@@ -281,13 +281,14 @@ func startFKWorkload(t *testing.T, db *sql.DB, schema string, hot int, seed int6
 func (w *fkWorkload) waitOps(t *testing.T, n int64) {
 	t.Helper()
 	want := w.ops.Load() + n
-	for w.ops.Load() < want {
+	sandboxtest.Eventually(t, 5*time.Minute, fmt.Sprintf("%d more workload transactions", n), func() bool {
 		select {
 		case err := <-w.errc:
 			t.Fatalf("source workload: %v", err)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		return w.ops.Load() >= want
+	})
 }
 
 func (w *fkWorkload) stop() {

@@ -52,19 +52,20 @@ func killAfterChunks(t *testing.T, dst *sql.DB, task, table string, minDone int6
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	for {
+	sandboxtest.Eventually(t, 5*time.Minute, fmt.Sprintf("%d chunks done", minDone), func() bool {
 		var n int64
 		// The checkpoint table may not exist yet: errors mean "not yet".
 		_ = dst.QueryRow(query, qargs...).Scan(&n)
 		if n >= minDone {
-			break
+			return true
 		}
 		select {
 		case err := <-exited:
 			t.Fatalf("sluice exited (%v) before %d chunks were done; output:\n%s", err, minDone, out.String())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		return false
+	})
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
