@@ -1,4 +1,4 @@
-package decode_test
+package e2e_test
 
 import (
 	"context"
@@ -16,9 +16,14 @@ import (
 	"github.com/sluice-db/sluice/sandbox"
 )
 
-// The end-to-end tests replicate from a real source to a real target through
-// the whole task (reader, relay, decoder, applier), because what they check
-// is what the target stores.
+// Package e2e holds the end-to-end tests (gh-ost's localtests): each drives
+// replication as a user does, a whole task (reader, relay, decoder,
+// applier, or sluice migrate itself) from a real source to a real target,
+// and checks what the target stores. The stage packages keep their unit
+// tests and their real-server tests of that stage alone.
+//
+// One source and one target serve every test here; each test uses its own
+// schemas.
 var srcInst, dstInst *sandbox.Instance
 
 func TestMain(m *testing.M) {
