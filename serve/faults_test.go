@@ -114,7 +114,7 @@ func TestReplicaReconnectsMidTransaction(t *testing.T) {
 // both servers.
 func sameTable(t *testing.T, a, b *sql.DB, tb string) {
 	t.Helper()
-	want, got := checksum(t, a, tb), checksum(t, b, tb)
+	want, got := sandboxtest.Checksum(t, a, tb), sandboxtest.Checksum(t, b, tb)
 	if want == "NULL" || got != want {
 		t.Fatalf("CHECKSUM TABLE %s: source %s, replica %s", tb, want, got)
 	}

@@ -279,22 +279,7 @@ func TestStockReplicaReplicatesThroughServe(t *testing.T) {
 func waitReplica(t *testing.T, rdb *sql.DB, pos sluice.Position, wait func(sluice.Position)) {
 	t.Helper()
 	wait(pos)
-	var st map[string]string
-	sandboxtest.Eventually(t, 2*time.Minute, fmt.Sprintf("replica executed up to %s", pos), func() bool {
-		st = slaveStatus(t, rdb)
-		// At or past pos: the source may write on its own after pos was read
-		// (43 bytes once, under load), and the replica follows it.
-		exec, _ := strconv.ParseUint(st["Exec_Master_Log_Pos"], 10, 32)
-		if f := st["Relay_Master_Log_File"]; f > pos.File || f == pos.File && uint32(exec) >= pos.Pos {
-			return true
-		}
-		if st["Last_IO_Error"] != "" || st["Last_SQL_Error"] != "" {
-			t.Fatalf("replica stopped: IO %q, SQL %q", st["Last_IO_Error"], st["Last_SQL_Error"])
-		}
-		return false
-	}, func() string {
-		return fmt.Sprintf("replica at %s:%s (IO running %s)", st["Relay_Master_Log_File"], st["Exec_Master_Log_Pos"], st["Slave_IO_Running"])
-	})
+	sandboxtest.WaitReplicaAt(t, rdb, pos)
 }
 
 func slaveStatus(t *testing.T, db *sql.DB) map[string]string { return sandboxtest.SlaveStatus(t, db) }
