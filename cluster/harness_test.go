@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-// skipShort skips a test under -short (make test-short).
+// skipShort skips a test under -short (make test-unit).
 func skipShort(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
