@@ -21,7 +21,6 @@ import (
 // other, and equal bytes as string and []byte), and a table that cannot be
 // compacted; keys repeat so rows are inserted, deleted, updated and moved.
 func TestCompactorReuseMatchesFresh(t *testing.T) {
-	sandboxtest.SkipShort(t)
 	seed := sandboxtest.Seed(t)
 	r := rand.New(rand.NewSource(seed))
 	mk := func(name string, id uint64, uniq bool) (*sluice.Table, *tableInfo) {
