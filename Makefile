@@ -14,7 +14,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X github.com/sluice-db/sluice.Version=$(VERSION) -X github.com/sluice-db/sluice.Commit=$(COMMIT)
 
-.PHONY: all build deps test test-short lint difftest demo test-dtm-conformance test-debezium bench-full-import bench-replication bench-dtx bench-oltp bench-cdc bench-kafka bench-dm clean
+.PHONY: all build deps test test-unit test-short lint difftest demo test-dtm-conformance test-debezium bench-full-import bench-replication bench-dtx bench-oltp bench-cdc bench-kafka bench-dm clean
 
 all: build
 
@@ -84,8 +84,14 @@ test-dtm-conformance: deps
 test-debezium: deps
 	cd compat/debezium && $(GO) test -race -count=1 -v -run TestDebezium ./...
 
-test-short: deps
-	$(GO) test -short -count=1 ./...
+# test-unit is the inner loop: every test that needs no server, no
+# sandbox and no sluice binary (go test -short: internal/sandboxtest's
+# helpers skip the others), without -race, in under 2 minutes on a warm
+# build cache (docs/manual/development.md). It installs nothing.
+test-unit:
+	GO=$(GO) ./scripts/gotest -short -count=1 ./...
+
+test-short: test-unit
 
 # difftest runs the randomized differential tester on SEEDS seeds from SEED,
 # DURATION of workload each (docs/manual/difftest.md). DIFFTEST_FLAGS passes

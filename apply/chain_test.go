@@ -3,6 +3,7 @@ package apply_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 // them all at once: groups 1-3 fill the worker (one executing, two in its
 // channel) and group 4 takes all the rest.
 func TestChainedGroupGrows(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	const n = 300
 	st, commits := runChain(t, "chain", "chg", n, hotRow, fourInFlight, func(c *apply.Config) { c.MaxBatch = 10 })
 	if st.Txns != n || st.Commits != 4 || st.Chained != 3 || st.Grown != 1 {
@@ -43,6 +45,7 @@ func TestChainedGroupGrows(t *testing.T) {
 // below MaxBatch (10): grown groups stop at MaxBatch, so no target
 // transaction holds more than 10 source transactions.
 func TestChainedGroupStopsAtChainBatch(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	const n = 300
 	// The fourth group stops at 10 and waits to be handed to the worker.
 	fourSent := func(st apply.Stats) bool { return st.InFlight >= 4 }
@@ -62,6 +65,7 @@ func TestChainedGroupStopsAtChainBatch(t *testing.T) {
 // transactions): the group held open behind the full worker grows past
 // BatchBytes, up to ChainBytes; with ChainBytes off it stops at BatchBytes.
 func TestChainedGroupGrowsPastBatchBytes(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	const n = 300
 	bytes := func(chain int) func(*apply.Config) {
 		return func(c *apply.Config) { c.MaxBatch, c.BatchBytes, c.ChainBytes = 1000, 4096, chain }
@@ -97,6 +101,7 @@ func TestChainedGroupGrowsPastBatchBytes(t *testing.T) {
 // so the other worker, B, held on a second lock); every later one updates
 // both rows, so group 3 overlaps A's and B's groups and takes all the rest.
 func TestConflictingGroupGrows(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	const n = 300
 	both := func(name string, i int) []string {
 		switch {
@@ -190,12 +195,12 @@ func runChain(t *testing.T, task, name string, n int, writes func(name string, i
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A bound against a hang only.
-	for limit := time.Now().Add(time.Minute); !ready(a.Stats()); time.Sleep(5 * time.Millisecond) {
-		if err := a.Err(); err != nil || time.Now().After(limit) {
+	sandboxtest.Eventually(t, time.Minute, "the groups fill the workers", func() bool {
+		if err := a.Err(); err != nil {
 			t.Fatalf("the groups never filled the workers: %+v (%v)", a.Stats(), err)
 		}
-	}
+		return ready(a.Stats())
+	}, func() string { return fmt.Sprintf("%+v", a.Stats()) })
 	for _, lock := range locks {
 		if err := lock.Rollback(); err != nil {
 			t.Fatal(err)

@@ -38,6 +38,7 @@ func execOn(t *testing.T, db *sql.DB, qs ...string) {
 // many small parent/child transactions on four workers, and a source
 // session without foreign key checks (rows and DDL), in both commit orders.
 func TestFKCascades(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	for _, relaxed := range []bool{false, true} {
 		name := "strict"
 		if relaxed {

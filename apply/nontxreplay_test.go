@@ -111,12 +111,14 @@ func checksum(t *testing.T, db *sql.DB, table string) string {
 // value, a DELETE whose unique value a later INSERT reuses) and the target
 // equals the source.
 func TestNontxGroupCutIsReplayed(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	testNontxGroupCut(t, "nt_rp", 0)
 }
 
 // TestNontxLargeGroupCutIsReplayed: the same with the transaction streamed
 // to the target (larger than LargeTxnBytes), whose mark names its GTID.
 func TestNontxLargeGroupCutIsReplayed(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	testNontxGroupCut(t, "nt_rpl", 4096)
 }
 

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	}
 	var stops []func()
 	code := func() int {
+		if sandboxtest.Short() {
+			return m.Run() // make test-unit: the tests that need the servers skip
+		}
 		var err error
 		var stop func()
 		if srcInst, stop, err = sandboxtest.New("src"); err != nil {

@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-// skipShort skips a test under -short (make test-short).
+// skipShort skips a test under -short (make test-unit).
 func skipShort(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
@@ -267,16 +267,11 @@ func running(ts cluster.TaskStatus) (string, bool) {
 	return p.Worker, p.Stage == "running" && p.Replicate.Stage == "running" && p.Worker == ts.Owner
 }
 
-// waitFor polls cond every 200 ms until it holds or the timeout passes.
+// waitFor is sandboxtest.Eventually that returns how long cond took to hold.
 func (h *harness) waitFor(what string, timeout time.Duration, cond func() bool) time.Duration {
 	h.t.Helper()
 	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			h.t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	sandboxtest.Eventually(h.t, timeout, what, cond)
 	return time.Since(start)
 }
 
@@ -385,17 +380,11 @@ func (h *harness) differences() []string {
 // waitEqual waits until every table is equal on both sides.
 func (h *harness) waitEqual(timeout time.Duration) {
 	h.t.Helper()
-	start := time.Now()
-	for {
-		d := h.differences()
-		if len(d) == 0 {
-			return
-		}
-		if time.Since(start) > timeout {
-			h.t.Fatalf("tables differ after %s: %s", timeout, strings.Join(d, "; "))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	var d []string
+	sandboxtest.Eventually(h.t, timeout, "every table equal on both sides", func() bool {
+		d = h.differences()
+		return len(d) == 0
+	}, func() string { return "differences: " + strings.Join(d, "; ") })
 }
 
 // retryable: a deadlock or a lock wait timeout of the write load.

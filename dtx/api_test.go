@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-db/sluice/dtx"
 	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 func post(t *testing.T, url, body string) (int, string) {
@@ -35,6 +36,7 @@ func sagaBody(gid, action string, extra string) string {
 // TestBadInput: malformed or impossible requests get a clear 4xx and leave
 // nothing stored.
 func TestBadInput(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		srv := serve(t, dtxtest.FastConfig(), st)
 		ok := busi.URL + "/TransOut"
@@ -113,6 +115,7 @@ func submitSaga(t *testing.T, srv *dtxtest.Server, gid string, results map[strin
 // it forever) is marked stuck after the retry limit, alerted through the log
 // and a metric, and left alone; an action that keeps failing rolls the saga back.
 func TestRetryLimit(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		cfg := dtxtest.FastConfig()
 		cfg.RetryLimit = 3
@@ -123,17 +126,13 @@ func TestRetryLimit(t *testing.T) {
 		gid := "stuck-" + sanitize(t.Name())
 		submitSaga(t, srv, gid, map[string]string{"TransIn": "FAILURE", "TransOutCompensate": "FAILURE"}, false)
 		var q *dtxtest.QueryResult
-		deadline := time.Now().Add(2 * time.Minute) // a bound against a hang, not a speed check
-		for {
+		sandboxtest.Eventually(t, 2*time.Minute, gid+" marked stuck", func() bool {
 			var err error
 			if q, err = dtxtest.Query(ctx, srv.URL, gid); err != nil {
 				t.Fatal(err)
 			}
-			if q.Transaction != nil && q.Transaction.Stuck != "" || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return q.Transaction != nil && q.Transaction.Stuck != ""
+		}, func() string { return fmt.Sprintf("%+v", q.Transaction) })
 		if q.Status() != "aborting" || !strings.Contains(q.Transaction.Stuck, "TransOutCompensate") || q.Transaction.Retries != 4 {
 			t.Fatalf("want a stuck aborting saga after 4 attempts, got %+v", q.Transaction)
 		}
@@ -183,6 +182,7 @@ func TestRetryLimit(t *testing.T) {
 // TestRetention: finished transactions are removed after the retention
 // time; unfinished ones are kept.
 func TestRetention(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		cfg := dtxtest.FastConfig()
 		cfg.Retention = 500 * time.Millisecond
@@ -196,31 +196,20 @@ func TestRetention(t *testing.T) {
 		if code, body := post(t, srv.URL+"/prepare", `{"gid":"`+gid+`-open","trans_type":"tcc","timeout_to_fail":3600}`); code != 200 {
 			t.Fatalf("prepare: %d %s", code, body)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			q, err := dtxtest.Query(ctx, srv.URL, gid)
-			if err != nil {
+		var q *dtxtest.QueryResult
+		sandboxtest.Eventually(t, time.Minute, "the finished transaction purged", func() bool {
+			var err error
+			if q, err = dtxtest.Query(ctx, srv.URL, gid); err != nil {
 				t.Fatal(err)
 			}
-			if q.Transaction == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("finished transaction not purged: %+v", q.Transaction)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return q.Transaction == nil
+		}, func() string { return fmt.Sprintf("%+v", q.Transaction) })
 		if q, _ := dtxtest.Query(ctx, srv.URL, gid+"-open"); q.Status() != "prepared" {
 			t.Fatalf("unfinished transaction purged: %+v", q)
 		}
 		// The purge loop counts what the store removed after the removal
 		// returns, so the query can see the transaction gone first.
-		for counterValue(t, srv.Coord.Metrics().Purged) < 1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("purged metric %v", counterValue(t, srv.Coord.Metrics().Purged))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		sandboxtest.Eventually(t, time.Minute, "the purged metric counts it", func() bool { return counterValue(t, srv.Coord.Metrics().Purged) >= 1 })
 	})
 }
 
@@ -238,6 +227,7 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // request time, and every phase a saga must pass through took time; a
 // saga answered before its end, or rolled back, adds nothing.
 func TestSagaTrace(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	srv := serve(t, dtxtest.FastConfig(), boltStore(t))
 	m := srv.Coord.Metrics()
 	histo := func() (uint64, float64) {
@@ -257,10 +247,9 @@ func TestSagaTrace(t *testing.T) {
 	}
 	// The trace is summed just after the answer is written: wait for it
 	// (bounded against a hang, not a speed check).
-	n, total := histo()
-	for deadline := time.Now().Add(30 * time.Second); n == 0 && time.Now().Before(deadline); n, total = histo() {
-		time.Sleep(time.Millisecond)
-	}
+	var n uint64
+	var total float64
+	sandboxtest.Eventually(t, 30*time.Second, "the saga traced", func() bool { n, total = histo(); return n != 0 })
 	if n != 1 {
 		t.Fatalf("%d sagas traced, want 1", n)
 	}
@@ -294,9 +283,7 @@ func TestSagaTrace(t *testing.T) {
 	if code, body := submitSaga(t, srv, "trace-ok2", nil, true); code != 200 {
 		t.Fatalf("submit: %d %s", code, body)
 	}
-	for deadline := time.Now().Add(30 * time.Second); n < 2 && time.Now().Before(deadline); n, _ = histo() {
-		time.Sleep(time.Millisecond)
-	}
+	sandboxtest.Eventually(t, 30*time.Second, "the second whole saga traced", func() bool { n, _ = histo(); return n >= 2 })
 	if n, _ := histo(); n != 2 {
 		t.Errorf("%d sagas traced after an async, a rolled-back and another whole one, want 2", n)
 	}

@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 // TestBusiAccountsPerRequest: the business service moves money on the
 // accounts each request names. It once kept the first request's accounts
 // for every later one, which put the whole benchmark on one hot row.
 func TestBusiAccountsPerRequest(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	ctx := context.Background()
 	if err := dtxtest.AddAccounts(ctx, db, 900, 903, 50); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 // batchStore is a fake Store for the committer's own tests: the committer's
@@ -124,12 +126,12 @@ func TestCommitterBatchFailureReachesEveryCaller(t *testing.T) {
 	c := newCommitter(st, 1, 16, 0, NewMetrics(nil))
 	first := make(chan error, 1)
 	go func() { first <- c.do(context.Background(), &Mutation{Gid: "ok0"}) }()
-	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.inflight == 1 })
+	sandboxtest.Eventually(t, time.Minute, "one write in flight", func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.inflight == 1 })
 	// These queue behind the commit in flight and share the next one.
 	res := make(chan error, 2)
 	go func() { res <- c.do(context.Background(), &Mutation{Gid: "fail1"}) }()
 	go func() { res <- c.do(context.Background(), &Mutation{Gid: "ok2"}) }()
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 2 })
+	sandboxtest.Eventually(t, time.Minute, "two queued", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 2 })
 	close(st.gate)
 	if err := <-first; err != nil {
 		t.Fatalf("first commit: %v", err)
@@ -147,13 +149,13 @@ func TestCommitterCancelAndClose(t *testing.T) {
 	c := newCommitter(st, 1, 16, 0, NewMetrics(nil))
 	lead := make(chan error, 1)
 	go func() { lead <- c.do(context.Background(), &Mutation{Gid: "lead"}) }()
-	waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.inflight == 1 })
+	sandboxtest.Eventually(t, time.Minute, "one write in flight", func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.inflight == 1 })
 
 	// A queued caller that gives up leaves the queue and is never applied.
 	ctx, cancel := context.WithCancel(context.Background())
 	gaveUp := make(chan error, 1)
 	go func() { gaveUp <- c.do(ctx, &Mutation{Gid: "gaveup"}) }()
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 1 })
+	sandboxtest.Eventually(t, time.Minute, "one queued", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 1 })
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled caller got %v", err)
@@ -162,7 +164,7 @@ func TestCommitterCancelAndClose(t *testing.T) {
 	// for the commit in flight.
 	queued := make(chan error, 1)
 	go func() { queued <- c.do(context.Background(), &Mutation{Gid: "queued"}) }()
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 1 })
+	sandboxtest.Eventually(t, time.Minute, "one queued", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 1 })
 	closed := make(chan struct{})
 	go func() { c.close(); close(closed) }()
 	if err := <-queued; !errors.Is(err, context.Canceled) {
@@ -185,17 +187,6 @@ func TestCommitterCancelAndClose(t *testing.T) {
 	defer st.mu.Unlock()
 	if st.applied["gaveup"] != 0 || st.applied["queued"] != 0 || st.applied["late"] != 0 || st.applied["lead"] != 1 {
 		t.Fatalf("applied %v: want only lead", st.applied)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	// A bound against a hang, generous for a loaded machine.
-	for limit := time.Now().Add(time.Minute); !cond(); {
-		if time.Now().After(limit) {
-			t.Fatal("condition never held in a minute")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -328,7 +319,7 @@ func TestCommitterWaitEndsWhenBatchIsBig(t *testing.T) {
 	start := time.Now()
 	done := make(chan error, 2)
 	go func() { done <- c.do(context.Background(), &Mutation{Gid: "first"}) }()
-	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.waker != nil })
+	sandboxtest.Eventually(t, time.Minute, "a waker armed", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.waker != nil })
 	go func() { done <- c.do(context.Background(), &Mutation{Gid: "second"}) }()
 	for i := 0; i < 2; i++ {
 		if err := <-done; err != nil {

@@ -173,13 +173,13 @@ func crashTest(t *testing.T, bin, store string, nproc int) {
 		return n
 	}
 	waitAcked := func(want int, what string) {
-		for limit := time.Now().Add(5 * time.Minute); ackedCount() < want; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(limit) {
+		sandboxtest.Eventually(t, 5*time.Minute, fmt.Sprintf("%s: %d transactions acknowledged", what, want), func() bool { return ackedCount() >= want },
+			func() string {
+				// The clients stop before the test fails, as they do at its end.
 				close(stop)
 				wg.Wait()
-				t.Fatalf("%s: %d of %d transactions acknowledged after 5 minutes: the coordinators made no progress", what, ackedCount(), want)
-			}
-		}
+				return fmt.Sprintf("%d acknowledged: the coordinators made no progress", ackedCount())
+			})
 	}
 	kr := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for k := 0; k < 10; k++ {

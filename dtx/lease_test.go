@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice/dtx"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 // TestClaimIsExclusive: coordinators claiming concurrently in batches never
@@ -15,6 +16,7 @@ import (
 // lease lapses. For MySQL each claimer has its own store (connection pool),
 // as separate sluice processes would.
 func TestClaimIsExclusive(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	t.Run("bolt", func(t *testing.T) {
 		st := boltStore(t)
 		claimTest(t, []dtx.Store{st, st, st, st})

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if sandboxtest.Short() {
+		return m.Run() // make test-unit: the tests that need the servers skip
+	}
 	env, err := dtxtest.NewEnv("dtx", 1_000_000_000, dtxtest.Config{Barrier: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice/dtx"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 // TestApplyBatchOutcomes: in one group-committed batch each mutation applies
 // whole or, when its precondition fails, not at all, independently of the others.
 func TestApplyBatchOutcomes(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		ctx := context.Background()
 		now := time.Now().UTC()
@@ -76,6 +78,7 @@ func TestApplyBatchOutcomes(t *testing.T) {
 // fail and change nothing, versions count writes, lists page in key order
 // within a category, and a delete of a missing key says so.
 func TestKVContract(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		kvs, ok := st.(dtx.KVStore)
 		if !ok {

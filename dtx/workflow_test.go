@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-db/sluice/dtx"
 	"github.com/sluice-db/sluice/dtx/dtxtest"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 type progresses struct {
@@ -49,6 +50,7 @@ func prepareWorkflow(t *testing.T, srv *dtxtest.Server, gid, callback string) pr
 // the client's submit ends it with its result; after that nothing more is
 // recorded.
 func TestWorkflowStepRecordedOnce(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		srv := serve(t, dtxtest.FastConfig(), st)
 		gid := "wf-once"
@@ -90,6 +92,7 @@ func TestWorkflowStepRecordedOnce(t *testing.T) {
 // input), until the resumed workflow ends itself; a callback that fails is
 // retried.
 func TestWorkflowResumedByRecovery(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	eachStore(t, func(t *testing.T, st dtx.Store) {
 		var srv *dtxtest.Server
 		var calls atomic.Int32

@@ -3,6 +3,7 @@ package dump_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,16 +16,13 @@ import (
 // prefix in a state containing state (observed progress, not a sleep).
 func waitProcess(t *testing.T, db *sql.DB, prefix, state string) {
 	t.Helper()
-	for limit := time.Now().Add(5 * time.Minute); time.Now().Before(limit); time.Sleep(10 * time.Millisecond) {
+	sandboxtest.Eventually(t, 5*time.Minute, fmt.Sprintf("a session running %q in state %q", prefix, state), func() bool {
 		var n int
 		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE CONCAT(?, '%') AND STATE LIKE CONCAT('%', ?, '%')", prefix, state).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
-	}
-	t.Fatalf("no session ran %q in state %q", prefix, state)
+		return n > 0
+	})
 }
 
 // TestLockCycleDoesNotStallSource: FLUSH TABLES WITH READ LOCK waits for a

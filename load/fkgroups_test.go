@@ -29,6 +29,7 @@ import (
 // fixed seed 6). The rerun must load the whole group from its snapshot,
 // and leave a table outside the group as it is.
 func TestModeAllResumesForeignKeyGroups(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	// The first run is killed after solo's first chunk, which the dumper
 	// reads after the first chunk of each other table. parent: the parent
 	// is one chunk, so it is copied by the first run, and the children
@@ -280,13 +281,14 @@ func startFKWorkload(t *testing.T, db *sql.DB, schema string, hot int, seed int6
 func (w *fkWorkload) waitOps(t *testing.T, n int64) {
 	t.Helper()
 	want := w.ops.Load() + n
-	for w.ops.Load() < want {
+	sandboxtest.Eventually(t, 5*time.Minute, fmt.Sprintf("%d more workload transactions", n), func() bool {
 		select {
 		case err := <-w.errc:
 			t.Fatalf("source workload: %v", err)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		return w.ops.Load() >= want
+	})
 }
 
 func (w *fkWorkload) stop() {

@@ -28,6 +28,7 @@ import (
 // cannot match to chunks, are reloaded whole if the kill left them partly
 // copied. In the end sluice verify must find the target equal to the source.
 func TestModeAllResumesExactly(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	// A late kill leaves every table's first chunk copied: big is mixed
 	// chunk by chunk, comp and uq are reloaded. An early kill (one chunk
 	// of big done) leaves the keyless table to the second snapshot, so its
@@ -278,17 +279,20 @@ func applied(dst *sql.DB, task, gtid string) bool {
 	return true
 }
 
-// waitFor polls cond until it holds, failing if the process exits first.
-func waitFor(t *testing.T, exited chan error, out *syncBuffer, what string, cond func() bool) {
+// waitFor is sandboxtest.Eventually that fails at once if the sluice
+// process exits first (exited may be nil: no process). The bound only
+// keeps a stuck run from hanging the package, far above any healthy run.
+func waitFor(t *testing.T, exited chan error, out *syncBuffer, what string, cond func() bool, diag ...func() string) {
 	t.Helper()
-	for !cond() {
+	sandboxtest.Eventually(t, 5*time.Minute, what, func() bool {
 		select {
 		case err := <-exited:
 			exited <- err
 			t.Fatalf("sluice exited (%v) while waiting for %s:\n%s", err, what, out.String())
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
-	}
+		return cond()
+	}, append([]func() string{func() string { return "sluice:\n" + out.String() }}, diag...)...)
 }
 
 // syncBuffer is what a sluice process writes while the test reads it.
@@ -300,6 +304,7 @@ type syncBuffer = sandboxtest.SyncBuffer
 // table and load it again, not stop on rows it cannot account for nor keep
 // them next to the reloaded ones.
 func TestInterruptedReloadFinishes(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createResumeData(t, "rs_reset")
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	cfg := taskFile(t, "rs_reset", "rs_reset.*", "routes: [{schema: rs_reset, target-schema: rs_reset_copy}]\nrows-per-chunk: 500")

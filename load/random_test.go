@@ -275,6 +275,7 @@ func createRandomTable(t *testing.T, schema string, seed uint64, rows int) {
 // bytes in every column (HEX) and the same CHECKSUM TABLE. A failure prints
 // its seed; SLUICE_SEED=N replays it, SLUICE_RANDOM_ROWS sets the size.
 func TestRandomRowsRoundTrip(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("SLUICE_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)

@@ -52,19 +52,20 @@ func killAfterChunks(t *testing.T, dst *sql.DB, task, table string, minDone int6
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	for {
+	sandboxtest.Eventually(t, 5*time.Minute, fmt.Sprintf("%d chunks done", minDone), func() bool {
 		var n int64
 		// The checkpoint table may not exist yet: errors mean "not yet".
 		_ = dst.QueryRow(query, qargs...).Scan(&n)
 		if n >= minDone {
-			break
+			return true
 		}
 		select {
 		case err := <-exited:
 			t.Fatalf("sluice exited (%v) before %d chunks were done; output:\n%s", err, minDone, out.String())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		return false
+	})
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +114,7 @@ func totalChunks(t *testing.T, dst *sql.DB, task string) int64 {
 // runs it again: nothing may be missing or doubled, and chunks committed
 // before the kill are not copied again.
 func TestMigrateResumesAfterKill9(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createResumeData(t, "rs_mg")
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	// auto with a bulk limit of 10 chunks mixes both: comp and nokey load
@@ -145,6 +147,7 @@ func TestMigrateResumesAfterKill9(t *testing.T) {
 
 // TestLoadResumesAfterKill9 does the same for sluice load from a directory.
 func TestLoadResumesAfterKill9(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createResumeData(t, "rs_ld")
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	cfg := taskFile(t, "rs_ld", "rs_ld.*", "routes: [{schema: rs_ld, target-schema: rs_ld_copy}]\nthreads: 2\npool-size: 3\nrows-per-chunk: 500")
@@ -180,6 +183,7 @@ func loadTaskKey(t *testing.T, name, dir string) string {
 // mid-run: the run must fail with one line, every committed chunk must be
 // whole, and a rerun must finish the copy exactly.
 func TestMigrateSourceConnectionKilled(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createResumeData(t, "rs_lost")
 	src, dst := sandboxtest.MustOpen(t, srcInst, ""), sandboxtest.MustOpen(t, dstInst, "")
 	cfg := taskFile(t, "rs_lost", "rs_lost.*", "routes: [{schema: rs_lost, target-schema: rs_lost_copy}]\nthreads: 2\npool-size: 2\nrows-per-chunk: 500")
@@ -189,16 +193,11 @@ func TestMigrateSourceConnectionKilled(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for limit := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		var n int64
+	var n int64
+	sandboxtest.Eventually(t, 5*time.Minute, "3 chunk checkpoints committed by the load", func() bool {
 		_ = dst.QueryRow("SELECT COUNT(*) FROM sluice_meta.load_checkpoint WHERE task = 'rs_lost'").Scan(&n)
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(limit) {
-			t.Fatalf("the load committed %d chunk checkpoints in 5 minutes, want 3", n)
-		}
-	}
+		return n >= 3
+	}, func() string { return fmt.Sprintf("%d committed", n) })
 	// The dump's connections are the ones reading rs_lost in a snapshot.
 	rows, err := src.Query("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = 'root' AND (INFO LIKE '%rs_lost%' OR COMMAND = 'Sleep')")
 	if err != nil {

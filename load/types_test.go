@@ -86,6 +86,7 @@ func createTypeMatrix(t *testing.T, schema string) {
 // TestTypesDumpLoad: dump to a directory, load into a routed schema, and
 // every table must come back with the same definition and the same bytes.
 func TestTypesDumpLoad(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createTypeMatrix(t, "types_dl")
 	cfg := taskFile(t, "types_dl", "types_dl.*", "routes: [{schema: types_dl, target-schema: types_dl_copy}]\nthreads: 3\npool-size: 3\nrows-per-chunk: 2")
 	dir := t.TempDir()
@@ -96,6 +97,7 @@ func TestTypesDumpLoad(t *testing.T) {
 
 // TestTypesMigrate: the streaming path, with LOAD DATA and with INSERTs.
 func TestTypesMigrate(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	createTypeMatrix(t, "types_mg")
 	for _, tc := range []struct{ name, extra, unit string }{
 		{"chunk", "rows-per-statement: 0", "chunk"},

@@ -76,17 +76,18 @@ func (p *pump) stop(tb testing.TB) {
 // waitEnd waits until the relay's published end reaches pos.
 func waitEnd(tb testing.TB, l *relay.Log, p *pump, pos sluice.Position) {
 	tb.Helper()
-	for {
+	sandboxtest.Eventually(tb, 5*time.Minute, fmt.Sprintf("the relay's end at %s", pos), func() bool {
 		end := l.End()
 		if end.Compare(pos) >= 0 {
-			return
+			return true
 		}
 		select {
 		case err := <-p.done:
 			tb.Fatalf("relay writer stopped at %s before %s: %v", end, pos, err)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+		return false
+	}, func() string { return fmt.Sprintf("end %s", l.End()) })
 }
 
 func openLog(tb testing.TB, dir string, sync relay.SyncPolicy) *relay.Log {

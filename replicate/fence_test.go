@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/sluice-db/sluice/apply"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
 )
 
 // The fence must wait while a session of an earlier incarnation is alive
 // and pass once it has ended.
 func TestFenceWaitsForEarlierSessions(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	ctx := context.Background()
 	old, err := replicate.OpenFenced(ctx, dstInst.Endpoint(), "fence", 2)
 	if err != nil {

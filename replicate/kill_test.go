@@ -139,22 +139,22 @@ func (k killScenario) run(t *testing.T) killResult {
 			last = st.Applied
 		}
 		moves := 1 + rng.Intn(3)
-		for limit := time.Now().Add(5 * time.Minute); moves > 0; {
+		sandboxtest.Eventually(t, 5*time.Minute, fmt.Sprintf("kill %d: sluice applied more %d times", r.kills, moves), func() bool {
 			if st, err := replicate.ReadStatus(r.stateDir); err == nil && st.PID == cmd.Process.Pid && st.Applied != last {
 				last = st.Applied
 				moves--
-				continue
-			}
-			if time.Now().After(limit) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("kill %d: sluice applied nothing new for 5 minutes; log:\n%s", r.kills, tail(logPath))
+				return moves == 0
 			}
 			select {
 			case err := <-exited:
 				t.Fatalf("kill %d: sluice exited before it was killed (%v); log:\n%s", r.kills, err, tail(logPath))
-			case <-time.After(5 * time.Millisecond):
+			default:
 			}
-		}
+			return false
+		}, func() string {
+			_ = cmd.Process.Kill() // before the test fails, as the loop did
+			return "log:\n" + tail(logPath)
+		})
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sink/kafka"
 )
 
@@ -211,16 +212,10 @@ func TestSinkStatusHasRates(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); s.t.statusLoop(ctx, m, s.report) }()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var st Status
+	sandboxtest.Eventually(t, time.Minute, "a status with events and a rate", func() bool {
 		s.t.events.Add(100)
-		st, err := ReadStatus(dir)
-		if err == nil && st.Events > 0 && st.EventsPerSec > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status after %d events: %+v (%v)", s.t.events.Load(), st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		st, err = ReadStatus(dir)
+		return err == nil && st.Events > 0 && st.EventsPerSec > 0
+	}, func() string { return fmt.Sprintf("status after %d events: %+v (%v)", s.t.events.Load(), st, err) })
 }

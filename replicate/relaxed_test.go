@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
 	"github.com/sluice-db/sluice/task"
 )
 
 // TestRelaxedTaskFile: incremental.commit-order reaches the applier.
 func TestRelaxedTaskFile(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	for order, want := range map[string]bool{"relaxed": true, "source": false} {
 		tc, err := task.Parse([]byte(taskYAML("rt", t.TempDir(), srcInst, dstInst, sluice.Position{File: "b.000001", Pos: 4}, order)))
 		if err != nil {

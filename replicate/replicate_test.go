@@ -93,21 +93,21 @@ func after(p, q sluice.Position) bool { return p.Compare(q) >= 0 }
 func (r *running) waitApplied(t *testing.T, pos sluice.Position) replicate.Status {
 	t.Helper()
 	// A bound against a hang only: a loaded machine may take minutes.
-	for limit := time.Now().Add(10 * time.Minute); ; {
-		s := r.task.Status()
+	var s replicate.Status
+	sandboxtest.Eventually(t, 10*time.Minute, fmt.Sprintf("the task applied %s", pos), func() bool {
+		s = r.task.Status()
 		if after(s.Applied, pos) {
-			return s
-		}
-		if time.Now().After(limit) {
-			t.Fatalf("the task applied nothing past %s in 10 minutes, want %s", s.Applied, pos)
+			return true
 		}
 		select {
 		case err := <-r.done:
 			r.err, r.ended = err, true
 			t.Fatalf("task ended before applying %s (at %s): %v", pos, s.Applied, err)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		return false
+	}, func() string { return fmt.Sprintf("applied %s", s.Applied) })
+	return s
 }
 
 func sameData(t *testing.T, src, dst *sandbox.Instance, schema string) {
@@ -259,11 +259,8 @@ func TestRelaySurvivesSourcePurgeAndTargetRestart(t *testing.T) {
 	sandboxtest.MustExec(t, src, "FLUSH BINARY LOGS")
 	workload(t, src, "pg", 200, 30)
 	end := masterStatus(t, src)
-	for limit := time.Now().Add(5 * time.Minute); !after(r.task.Status().Relay, end); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(limit) {
-			t.Fatalf("the relay stayed at %s, short of %s, for 5 minutes with the target down", r.task.Status().Relay, end)
-		}
-	}
+	sandboxtest.Eventually(t, 5*time.Minute, fmt.Sprintf("the relay at %s with the target down", end), func() bool { return after(r.task.Status().Relay, end) },
+		func() string { return fmt.Sprintf("relay at %s", r.task.Status().Relay) })
 	sandboxtest.MustExec(t, src, "PURGE BINARY LOGS TO '"+end.File+"'")
 
 	sandboxtest.Up(t, dst)

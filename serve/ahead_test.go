@@ -39,17 +39,12 @@ func TestReplicaAheadOfBinlogIsRefused(t *testing.T) {
 	sandboxtest.MustExec(t, db, "CREATE USER IF NOT EXISTS 'rpl'@'127.0.0.1' IDENTIFIED BY 'rplpw'", "GRANT REPLICATION SLAVE ON *.* TO 'rpl'@'127.0.0.1'")
 
 	ioError := func(r *sql.DB) string {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			st := slaveStatus(t, r)
-			if e := st["Last_IO_Error"]; e != "" {
-				return e
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a replica at %s (binlog at %s) got no error in a minute: %v", ahead, pos, st)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var st map[string]string
+		sandboxtest.Eventually(t, time.Minute, fmt.Sprintf("an IO error for a replica at %s (binlog at %s)", ahead, pos), func() bool {
+			st = slaveStatus(t, r)
+			return st["Last_IO_Error"] != ""
+		}, func() string { return fmt.Sprint(st) })
+		return st["Last_IO_Error"]
 	}
 	for _, c := range []struct{ name, port, user, pw string }{
 		{"MariaDB", fmt.Sprint(inst.Port), "rpl", "rplpw"},

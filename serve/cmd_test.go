@@ -57,17 +57,15 @@ serve:
 	// its output.
 	until := func(out *sandboxtest.SyncBuffer, what string, check func(string) bool) string {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
-			got, err := remoteBinlog(t, addr, "repl", pw, start.File, start.Pos)
-			if err == nil && check(got) {
-				return got
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not seen within a minute (last error %v)\nservice: %s\nmariadb-binlog: %s", what, err, tail(out.String()), tail(got))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		var got string
+		var err error
+		sandboxtest.Eventually(t, time.Minute, what, func() bool {
+			got, err = remoteBinlog(t, addr, "repl", pw, start.File, start.Pos)
+			return err == nil && check(got)
+		}, func() string {
+			return fmt.Sprintf("last error %v\nservice: %s\nmariadb-binlog: %s", err, tail(out.String()), tail(got))
+		})
+		return got
 	}
 	cmd, out := run()
 	until(out, "the first row through the service", func(s string) bool { return strings.Contains(s, "before-kill") })
@@ -165,21 +163,20 @@ func TestTwoReplicasSurviveKill9OfServe(t *testing.T) {
 // replica's own reconnects (the service down for a while) are not errors.
 func waitApplied(t *testing.T, r *sql.DB, pos sluice.Position) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		st := slaveStatus(t, r)
+	var st map[string]string
+	sandboxtest.Eventually(t, 2*time.Minute, fmt.Sprintf("replica applied up to %s", pos), func() bool {
+		st = slaveStatus(t, r)
 		exec, _ := strconv.ParseUint(st["Exec_Master_Log_Pos"], 10, 32)
 		if f := st["Relay_Master_Log_File"]; f > pos.File || f == pos.File && uint32(exec) >= pos.Pos {
-			return
+			return true
 		}
 		if e := st["Last_SQL_Error"]; e != "" {
 			t.Fatalf("replica SQL error: %s", e)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica at %s:%s, not %s, after 2 minutes (IO %s: %s)", st["Relay_Master_Log_File"], st["Exec_Master_Log_Pos"], pos, st["Slave_IO_Running"], st["Last_IO_Error"])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	}, func() string {
+		return fmt.Sprintf("replica at %s:%s (IO %s: %s)", st["Relay_Master_Log_File"], st["Exec_Master_Log_Pos"], st["Slave_IO_Running"], st["Last_IO_Error"])
+	})
 }
 
 // startServeCmd runs `sluice serve --config taskFile`, the users' password

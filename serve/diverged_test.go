@@ -94,18 +94,13 @@ func TestDivergedReplicaIsRefused(t *testing.T) {
 // received everything up to the source's GTID position pos.
 func ioOutcome(t *testing.T, r *sql.DB, pos string) (ioErr, ioPos string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		st := slaveStatus(t, r)
-		if e := st["Last_IO_Error"]; e != "" {
-			return e, st["Gtid_IO_Pos"]
-		}
-		if st["Gtid_IO_Pos"] == pos {
-			return "", pos
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a replica got neither an error nor %s in a minute: %v", pos, st)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var st map[string]string
+	sandboxtest.Eventually(t, time.Minute, "a replica's IO error or "+pos, func() bool {
+		st = slaveStatus(t, r)
+		return st["Last_IO_Error"] != "" || st["Gtid_IO_Pos"] == pos
+	}, func() string { return fmt.Sprint(st) })
+	if e := st["Last_IO_Error"]; e != "" {
+		return e, st["Gtid_IO_Pos"]
 	}
+	return "", pos
 }

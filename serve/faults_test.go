@@ -72,21 +72,21 @@ func TestReplicaReconnectsMidTransaction(t *testing.T) {
 			end := masterStatus(t, db)
 			wait(end)
 			// Cut once the replica has read 1 MB into the transaction.
-			deadline := time.Now().Add(2 * time.Minute)
-			for {
-				st := slaveStatus(t, rdb)
+			var st map[string]string
+			sandboxtest.Eventually(t, 2*time.Minute, "the replica 1 MB into the transaction", func() bool {
+				st = slaveStatus(t, rdb)
 				read, _ := strconv.ParseUint(st["Read_Master_Log_Pos"], 10, 32)
 				if st["Master_Log_File"] == txStart.File && read > uint64(txStart.Pos)+1<<20 {
 					if read >= uint64(end.Pos) {
 						t.Fatalf("the replica read the whole transaction (%d of %s) before the cut", read, end)
 					}
-					break
+					return true
 				}
-				if st["Last_IO_Error"] != "" || time.Now().After(deadline) {
+				if st["Last_IO_Error"] != "" {
 					t.Fatalf("the replica did not get into the transaction: %v", st)
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return false
+			}, func() string { return fmt.Sprint(st) })
 			proxy.Stop() // closes the replica's connection in the middle of the transaction
 			if err := proxy.Toxics.RemoveToxic(context.Background(), "slow"); err != nil {
 				t.Fatal(err)
@@ -98,7 +98,7 @@ func TestReplicaReconnectsMidTransaction(t *testing.T) {
 			after := masterStatus(t, db)
 			wait(after)
 			waitApplied(t, rdb, after) // its reconnect attempts while the proxy was down are no error
-			st := slaveStatus(t, rdb)
+			st = slaveStatus(t, rdb)
 			// Only the refused connects of the cut may show; a duplicate
 			// (1593) or any SQL error may not.
 			if st["Slave_IO_Running"] != "Yes" || st["Last_SQL_Errno"] != "0" ||
@@ -114,7 +114,7 @@ func TestReplicaReconnectsMidTransaction(t *testing.T) {
 // both servers.
 func sameTable(t *testing.T, a, b *sql.DB, tb string) {
 	t.Helper()
-	want, got := checksum(t, a, tb), checksum(t, b, tb)
+	want, got := sandboxtest.Checksum(t, a, tb), sandboxtest.Checksum(t, b, tb)
 	if want == "NULL" || got != want {
 		t.Fatalf("CHECKSUM TABLE %s: source %s, replica %s", tb, want, got)
 	}

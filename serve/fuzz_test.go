@@ -20,6 +20,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-db/sluice"
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 // The protocol fuzz tests feed the listener what a hostile or broken
@@ -97,19 +98,15 @@ func (f *fuzzServer) sessions() int {
 // goroutines if it does not come back in time.
 func (f *fuzzServer) settle(tb testing.TB, base int, what string) {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		n, g := f.sessions(), runtime.NumGoroutine()
-		if n == 0 && g <= base {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			tb.Fatalf("%s: %d sessions and %d goroutines remain, baseline %d:\n%s", what, n, g, base, buf)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var n, g int
+	sandboxtest.Eventually(tb, 20*time.Second, what+": no session and the goroutines back to the baseline", func() bool {
+		n, g = f.sessions(), runtime.NumGoroutine()
+		return n == 0 && g <= base
+	}, func() string {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		return fmt.Sprintf("%d sessions and %d goroutines remain, baseline %d:\n%s", n, g, base, buf)
+	})
 }
 
 // writePacket frames one packet as the protocol does (payloads here stay

@@ -66,13 +66,7 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, purge-interval: 100ms, users: [{
 		fi, err := os.Stat(filepath.Join(dir, "relay", p.File))
 		return err == nil && fi.Size() >= int64(p.Pos)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !relayAt(start) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the relay never reached %s", start)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, time.Minute, fmt.Sprintf("the relay at %s", start), func() bool { return relayAt(start) })
 	// A client reads the first file through a proxy that passes 50 KB/s.
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	proxy := toxiproxy.NewProxy(srv, "slow", "127.0.0.1:0", addr)
@@ -105,13 +99,7 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, purge-interval: 100ms, users: [{
 		"INSERT INTO d.t VALUES (4, 'd')",
 	)
 	end := masterStatus(t, db)
-	deadline = time.Now().Add(time.Minute)
-	for !relayFile(end.File) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the relay never got %s", end.File)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, time.Minute, "the relay has "+end.File, func() bool { return relayFile(end.File) })
 	// The slow reader holds no other back: mariadb-binlog reads the whole
 	// binlog through the service meanwhile. Then, many purge rounds later,
 	// the file the slow one reads is still there.
@@ -125,13 +113,7 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, purge-interval: 100ms, users: [{
 		t.Fatalf("%s was purged while a client read it", start.File)
 	}
 	s.Close()
-	deadline = time.Now().Add(30 * time.Second)
-	for relayFile(start.File) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is still there after its reader left", start.File)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, 30*time.Second, start.File+" purged after its reader left", func() bool { return !relayFile(start.File) })
 	if !relayFile(end.File) {
 		t.Fatalf("the newest file %s was purged", end.File)
 	}

@@ -279,23 +279,7 @@ func TestStockReplicaReplicatesThroughServe(t *testing.T) {
 func waitReplica(t *testing.T, rdb *sql.DB, pos sluice.Position, wait func(sluice.Position)) {
 	t.Helper()
 	wait(pos)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		st := slaveStatus(t, rdb)
-		// At or past pos: the source may write on its own after pos was read
-		// (43 bytes once, under load), and the replica follows it.
-		exec, _ := strconv.ParseUint(st["Exec_Master_Log_Pos"], 10, 32)
-		if f := st["Relay_Master_Log_File"]; f > pos.File || f == pos.File && uint32(exec) >= pos.Pos {
-			return
-		}
-		if st["Last_IO_Error"] != "" || st["Last_SQL_Error"] != "" {
-			t.Fatalf("replica stopped: IO %q, SQL %q", st["Last_IO_Error"], st["Last_SQL_Error"])
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica at %s:%s, not %s, after 2 minutes (IO running %s)", st["Relay_Master_Log_File"], st["Exec_Master_Log_Pos"], pos, st["Slave_IO_Running"])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	sandboxtest.WaitReplicaAt(t, rdb, pos)
 }
 
 func slaveStatus(t *testing.T, db *sql.DB) map[string]string { return sandboxtest.SlaveStatus(t, db) }
@@ -364,19 +348,13 @@ func TestStockReplicaByGTID(t *testing.T) {
 	if startGTID == "" {
 		t.Fatal("the source has no GTIDs before the relay's start")
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		st := slaveStatus(t, r2)
-		if e := st["Last_IO_Error"]; e != "" {
-			if !strings.Contains(e, "Could not find GTID state requested by slave") || !strings.Contains(e, "fix:") {
-				t.Fatalf("IO error: %s", e)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a replica older than the served binlog got no error: %v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var st map[string]string
+	sandboxtest.Eventually(t, time.Minute, "an IO error for a replica older than the served binlog", func() bool {
+		st = slaveStatus(t, r2)
+		return st["Last_IO_Error"] != ""
+	}, func() string { return fmt.Sprint(st) })
+	if e := st["Last_IO_Error"]; !strings.Contains(e, "Could not find GTID state requested by slave") || !strings.Contains(e, "fix:") {
+		t.Fatalf("IO error: %s", e)
 	}
 }
 
@@ -385,9 +363,8 @@ func TestStockReplicaByGTID(t *testing.T) {
 func waitGTID(t *testing.T, db, rdb *sql.DB, wait func(sluice.Position)) {
 	t.Helper()
 	wait(masterStatus(t, db))
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var want, got string
+	var want, got string
+	sandboxtest.Eventually(t, 2*time.Minute, "the replica's gtid_slave_pos at the source's gtid_binlog_pos", func() bool {
 		if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&want); err != nil {
 			t.Fatal(err)
 		}
@@ -395,15 +372,12 @@ func waitGTID(t *testing.T, db, rdb *sql.DB, wait func(sluice.Position)) {
 			t.Fatal(err)
 		}
 		if got == want {
-			return
+			return true
 		}
 		st := slaveStatus(t, rdb)
 		if st["Last_IO_Error"] != "" || st["Last_SQL_Error"] != "" {
 			t.Fatalf("replica stopped: IO %q, SQL %q", st["Last_IO_Error"], st["Last_SQL_Error"])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica at %q, source at %q, after 2 minutes", got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	}, func() string { return fmt.Sprintf("replica at %q, source at %q", got, want) })
 }

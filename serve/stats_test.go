@@ -70,17 +70,11 @@ func TestServeCountsWhatItSends(t *testing.T) {
 	// The service sends everything the relay holds (the source wrote
 	// nothing more after end, but MariaDB may add a Binlog_checkpoint).
 	var stats []serve.DumpStats
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	sandboxtest.Eventually(t, 30*time.Second, "one dump at the relay's end", func() bool {
 		stats = srv.Stats()
-		if all := l.End(); len(stats) == 1 && stats[0].File == all.File && stats[0].Pos == all.Pos && all.Compare(end) >= 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v, want one dump at the relay's end %s", stats, l.End())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		all := l.End()
+		return len(stats) == 1 && stats[0].File == all.File && stats[0].Pos == all.Pos && all.Compare(end) >= 0
+	}, func() string { return fmt.Sprintf("stats %+v, relay end %s", stats, l.End()) })
 	// The client's own count of the relay's events (not the artificial
 	// Rotate nor the FDE the service resends at a mid-file start), up to
 	// there.

@@ -93,6 +93,7 @@ func small(threads, rowsPerChunk int) verify.Config {
 }
 
 func TestEqualTablesAreEqual(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE eq",
 		"CREATE TABLE eq.t (id INT PRIMARY KEY, v VARCHAR(20))",
@@ -113,6 +114,7 @@ func TestEqualTablesAreEqual(t *testing.T) {
 }
 
 func TestChangedMissingExtraRows(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE cme",
 		"CREATE TABLE cme.t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
@@ -159,6 +161,7 @@ func TestChangedMissingExtraRows(t *testing.T) {
 }
 
 func TestMaxDiffsKeepsFirstKeysAndFullCounts(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE md",
 		"CREATE TABLE md.t (id BIGINT UNSIGNED PRIMARY KEY, v INT)",
@@ -175,6 +178,7 @@ func TestMaxDiffsKeepsFirstKeysAndFullCounts(t *testing.T) {
 }
 
 func TestCompositeKey(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE ck",
 		"CREATE TABLE ck.t (s VARCHAR(10) NOT NULL, n INT NOT NULL, b VARBINARY(4) NOT NULL, v TEXT, PRIMARY KEY (s, n, b))",
@@ -193,6 +197,7 @@ func TestCompositeKey(t *testing.T) {
 }
 
 func TestNullEmptyAndValueBoundaries(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE ne",
 		"CREATE TABLE ne.t (id INT PRIMARY KEY, a VARCHAR(10), b VARCHAR(10), c TEXT, d VARBINARY(10))",
@@ -220,6 +225,7 @@ func TestNullEmptyAndValueBoundaries(t *testing.T) {
 }
 
 func TestKeylessTableComparedAsMultiset(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE kl",
 		"CREATE TABLE kl.same (a INT, b VARCHAR(10))",
@@ -253,6 +259,7 @@ func TestKeylessTableComparedAsMultiset(t *testing.T) {
 }
 
 func TestTypesCompareByCanonicalValue(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	cols := `id INT PRIMARY KEY, f FLOAT, d DOUBLE, m DECIMAL(20,6), dt DATETIME(6), ts TIMESTAMP(3) NULL, y YEAR,
 		bt BIT(10), e ENUM('a','b'), st SET('x','y'), j JSON, bl LONGBLOB, tx MEDIUMTEXT, g POINT, u BIGINT UNSIGNED`
 	rows := `INSERT INTO %s.t VALUES
@@ -293,6 +300,7 @@ func TestTypesCompareByCanonicalValue(t *testing.T) {
 }
 
 func TestRoutesMissingTargetAndColumns(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, nil, []string{
 		"CREATE DATABASE rs",
 		"CREATE TABLE rs.users (id INT PRIMARY KEY, name VARCHAR(20))",
@@ -343,6 +351,7 @@ func TestRoutesMissingTargetAndColumns(t *testing.T) {
 }
 
 func TestUnknownSourceTableIsAnError(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	_, err := runErr(t, small(1, 10), "nosuchdb.t")
 	if !errors.Is(err, sluice.ErrUnknownTable) {
 		t.Fatalf("err = %v, want ErrUnknownTable", err)
@@ -374,6 +383,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestSchemaTables(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE st",
 		"CREATE TABLE st.b (id INT PRIMARY KEY)",
@@ -399,6 +409,7 @@ func TestSchemaTables(t *testing.T) {
 }
 
 func TestRechecksLetAChangingPairSettle(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE rc",
 		"CREATE TABLE rc.t (id INT PRIMARY KEY, v INT)",
@@ -457,6 +468,7 @@ func TestRechecksLetAChangingPairSettle(t *testing.T) {
 }
 
 func TestUniqueKeyTableAndTextReport(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE uk",
 		// No primary key: rows are identified by the NOT NULL unique key,
@@ -489,6 +501,7 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func TestUnreadableTargetIsAnErrorNotAMissingTable(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	setup(t, []string{
 		"CREATE DATABASE pv",
 		"CREATE TABLE pv.a (id INT PRIMARY KEY)",

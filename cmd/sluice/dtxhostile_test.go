@@ -138,20 +138,19 @@ var (
 	dtxBin     string
 )
 
-// sluiceBinary builds the CLI once for the tests of this file (each
-// BuildSluice costs a minute on a busy machine). The directory is left to
-// the OS's temporary cleanup.
+// sluiceBinary is $SLUICE_TEST_BIN (make test), or the CLI built once for
+// the tests of this file (each BuildSluice costs a minute on a busy
+// machine). The directory is left to the OS's temporary cleanup. The tests
+// run `sluice dtx serve` processes: they skip under -short.
 func sluiceBinary(t *testing.T) string {
+	sandboxtest.SkipShort(t)
 	dtxBinOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "sluice-dtxhostile-")
 		if err != nil {
 			t.Fatal(err)
 		}
-		dtxBin = filepath.Join(dir, "sluice")
-		cmd := exec.Command("go", "build", "-o", dtxBin, "github.com/sluice-db/sluice/cmd/sluice")
-		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build sluice: %v: %s", err, out)
+		if dtxBin, err = sandboxtest.SluiceBinary(dir); err != nil {
+			t.Fatal(err)
 		}
 	})
 	if dtxBin == "" {

@@ -18,6 +18,9 @@ import (
 var db *sql.DB
 
 func TestMain(m *testing.M) {
+	if sandboxtest.Short() {
+		os.Exit(m.Run()) // make test-unit: the tests that need the server skip
+	}
 	inst, stop, err := sandboxtest.New("barrier")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -126,6 +129,7 @@ func randomOps(r *rand.Rand, ops []string) []string {
 // TestSequentialMatchesModel: duplicated and reordered calls, one after the
 // other, produce exactly the effects dtm's semantics define.
 func TestSequentialMatchesModel(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewSource(seed))
@@ -151,6 +155,7 @@ func TestSequentialMatchesModel(t *testing.T) {
 // business effect at most once, never compensate an action that did not
 // run, and leave no action without its compensation once a rollback came.
 func TestConcurrent(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewSource(seed))
@@ -198,6 +203,7 @@ func TestConcurrent(t *testing.T) {
 
 // FuzzSequence explores call sequences: each byte picks an op.
 func FuzzSequence(f *testing.F) {
+	sandboxtest.SkipShort(f)
 	f.Add([]byte{0, 2, 0, 1})
 	f.Add([]byte{2, 0, 0})
 	f.Add([]byte{1, 1, 2, 0, 2})
@@ -231,6 +237,7 @@ func FuzzSequence(f *testing.F) {
 
 // TestMsgQueryPrepared: the back-check of a 2-phase message.
 func TestMsgQueryPrepared(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	ctx := context.Background()
 	local := func(gid string) error {
 		return barrier.ForMsg(gid).CallWithDB(ctx, db, func(tx *sql.Tx) error {

@@ -24,6 +24,9 @@ import (
 var srv *sandboxtest.Redis
 
 func TestMain(m *testing.M) {
+	if sandboxtest.Short() {
+		os.Exit(m.Run()) // make test-unit: the tests that need redis-server skip
+	}
 	r, stop, err := sandboxtest.NewRedis()
 	if err != nil {
 		// CI installs redis-server: its absence is a failure, not a skip.
@@ -154,6 +157,7 @@ func TestParseURL(t *testing.T) {
 // store_test.go) does not: derived and registered branches, updates kept
 // apart from the row, Claim's filters, List's filters and pages, Purge.
 func TestStoreSemantics(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	s := open(t, srv, "")
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -279,6 +283,7 @@ func gids(l []*dtx.Global) []string {
 // TestListFilterPages: a filter that matches few of many transactions
 // pages through them in several script runs, in order.
 func TestListFilterPages(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	s := open(t, srv, "")
 	now := time.Now().UTC()
 	var gs []*dtx.Global
@@ -308,6 +313,7 @@ func TestListFilterPages(t *testing.T) {
 // TestConcurrentClaim: many coordinators claiming at once never get the
 // same transaction while its lease runs.
 func TestConcurrentClaim(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	s := open(t, srv, "")
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -357,6 +363,7 @@ func TestConcurrentClaim(t *testing.T) {
 // TestApplyAtomicToReaders: a concurrent Claim or List sees all of a batch
 // or none of it.
 func TestApplyAtomicToReaders(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	s := open(t, srv, "")
 	ctx := context.Background()
 	const batches, size = 150, 10 // fewer than listBudget transactions: one List is one script
@@ -537,6 +544,7 @@ func TestRestartKeepsAcknowledged(t *testing.T) {
 // TestRetryGetsTheOutcome: a batch run again (its reply was lost) returns
 // the first run's outcome and applies nothing twice.
 func TestRetryGetsTheOutcome(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	s := open(t, srv, "")
 	ctx := context.Background()
 	g := saga("r1", dtx.StatusSubmitted, time.Now().UTC())
@@ -582,6 +590,7 @@ func TestRefusesNonDurable(t *testing.T) {
 // TestPasswordNeverInErrors: failures to connect or authenticate name the
 // server, never the password.
 func TestPasswordNeverInErrors(t *testing.T) {
+	sandboxtest.SkipShort(t)
 	const secret = "n0t-the-Passw0rd"
 	ctx := context.Background()
 	check := func(what string, c Config) {

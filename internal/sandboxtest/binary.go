@@ -20,6 +20,7 @@ const BinEnv = "SLUICE_TEST_BIN"
 // its memory measured), not the test.
 func BuildSluice(tb testing.TB) string {
 	tb.Helper()
+	SkipShort(tb)
 	bin, err := SluiceBinary(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
@@ -30,6 +31,9 @@ func BuildSluice(tb testing.TB) string {
 // SluiceBinary is BuildSluice for a TestMain: $SLUICE_TEST_BIN, or a build
 // into dir.
 func SluiceBinary(dir string) (string, error) {
+	if Short() {
+		return "", ErrShort
+	}
 	if bin := os.Getenv(BinEnv); bin != "" {
 		if st, err := os.Stat(bin); err != nil || st.IsDir() {
 			return "", fmt.Errorf("%s=%s: not a sluice binary (%v)", BinEnv, bin, err)

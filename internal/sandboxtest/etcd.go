@@ -15,6 +15,9 @@ import (
 // ports in a private directory, and returns it with a stop function. Use it
 // from TestMain, or StartEtcd from a test.
 func NewEtcd() (*sandbox.Etcd, func(), error) {
+	if Short() {
+		return nil, nil, ErrShort
+	}
 	reapEtcdOrphans()
 	dir, err := os.MkdirTemp("", "sbe")
 	if err != nil {
@@ -57,6 +60,7 @@ func NewEtcd() (*sandbox.Etcd, func(), error) {
 // missing etcd fails the test: CI installs it. Endpoint() is its client URL.
 func StartEtcd(tb testing.TB) *sandbox.Etcd {
 	tb.Helper()
+	SkipShort(tb)
 	e, stop, err := NewEtcd()
 	if err != nil {
 		tb.Fatal(err)

@@ -32,6 +32,7 @@ var kafkaOnce struct {
 // fails the test: CI installs them ('make deps').
 func StartKafka(tb testing.TB) *sandbox.KafkaInstance {
 	tb.Helper()
+	SkipShort(tb)
 	kafkaOnce.Do(func() {
 		kafkaOnce.k, _, kafkaOnce.err = NewKafka()
 	})
@@ -46,6 +47,7 @@ func StartKafka(tb testing.TB) *sandbox.KafkaInstance {
 // ends.
 func StartOwnKafka(tb testing.TB, opts ...string) *sandbox.KafkaInstance {
 	tb.Helper()
+	SkipShort(tb)
 	k, stop, err := NewKafka(opts...)
 	if err != nil {
 		tb.Fatal(err)
@@ -60,6 +62,7 @@ func StartOwnKafka(tb testing.TB, opts ...string) *sandbox.KafkaInstance {
 // TLS (SASL_SSL) on k.TLSAddr(), its CA in k.CAFile().
 func StartOwnSASLKafka(tb testing.TB) *sandbox.KafkaInstance {
 	tb.Helper()
+	SkipShort(tb)
 	k, stop, err := newKafka(true)
 	if err != nil {
 		tb.Fatal(err)
@@ -75,6 +78,9 @@ func NewKafka(opts ...string) (*sandbox.KafkaInstance, func(), error) {
 }
 
 func newKafka(sasl bool, opts ...string) (*sandbox.KafkaInstance, func(), error) {
+	if Short() {
+		return nil, nil, ErrShort
+	}
 	reapKafkaOrphans()
 	dir, err := os.MkdirTemp("", "sbk")
 	if err != nil {

@@ -18,7 +18,13 @@ type Want struct {
 // sandbox it started, whatever happened. Use it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(sandboxtest.Run(m, sandboxtest.Want{"src", &src})) }
+//
+// Under -short (make test-unit) it starts nothing: the tests that reach
+// the sandboxes skip (SkipShort, or a helper such as MustOpen that calls it).
 func Run(m *testing.M, wants ...Want) int {
+	if Short() {
+		return m.Run()
+	}
 	for _, w := range wants {
 		inst, stop, err := New(w.Name)
 		if err != nil {

@@ -49,6 +49,9 @@ const redisPidFile = "redis.pid"
 // line, e.g. "--appendfsync", "everysec"), and returns it with a stop
 // function. Use it from TestMain, or StartRedis from a test.
 func NewRedis(opts ...string) (*Redis, func(), error) {
+	if Short() {
+		return nil, nil, ErrShort
+	}
 	reapRedisOrphans()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -90,6 +93,7 @@ func NewRedis(opts ...string) (*Redis, func(), error) {
 // ends. A missing redis-server fails the test: CI installs it.
 func StartRedis(tb testing.TB, opts ...string) *Redis {
 	tb.Helper()
+	SkipShort(tb)
 	r, stop, err := NewRedis(opts...)
 	if err != nil {
 		tb.Fatal(err)

@@ -28,6 +28,9 @@ const TLS = "sluice:tls"
 // New starts an instance named name and returns it with a stop function.
 // Use it from TestMain to share one server across a package's tests.
 func New(name string, opts ...string) (*sandbox.Instance, func(), error) {
+	if Short() {
+		return nil, nil, ErrShort
+	}
 	reapOrphans()
 	tls := false
 	var rest []string
@@ -74,6 +77,7 @@ func New(name string, opts ...string) (*sandbox.Instance, func(), error) {
 // Start starts an instance for one test and stops it when the test ends.
 func Start(tb testing.TB, name string, opts ...string) *sandbox.Instance {
 	tb.Helper()
+	SkipShort(tb)
 	inst, stop, err := New(name, opts...)
 	if err != nil {
 		tb.Fatalf("%v (is mariadb-server installed? run 'make deps')", err)
@@ -86,6 +90,7 @@ func Start(tb testing.TB, name string, opts ...string) *sandbox.Instance {
 // settings New gave it, as a restart after a stop or a crash would.
 func Up(tb testing.TB, inst *sandbox.Instance) {
 	tb.Helper()
+	SkipShort(tb)
 	c := sandbox.DefaultConfig()
 	c.Dir, c.Name, c.Port, c.BufferPool = filepath.Dir(inst.Home), inst.Name, inst.Port, "128M"
 	if _, err := sandbox.Up(context.Background(), c); err != nil {
@@ -96,6 +101,7 @@ func Up(tb testing.TB, inst *sandbox.Instance) {
 // MustOpen opens a root connection pool to inst's database db.
 func MustOpen(tb testing.TB, inst *sandbox.Instance, db string) *sql.DB {
 	tb.Helper()
+	SkipShort(tb)
 	cfg, err := mysql.ParseDSN(inst.DSN(db) + "?time_zone=%27%2B00%3A00%27&interpolateParams=true&tls=preferred")
 	if err == nil {
 		// tls=preferred: the race detector caught the fallback's race

@@ -211,17 +211,15 @@ func TestKafkaACLsAndSASL(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	var recs int
-	for limit := time.Now().Add(2 * time.Minute); recs < 2; {
-		if time.Now().After(limit) {
-			t.Fatalf("granted: %d events in 2 minutes, want 2; stderr %s", recs, se.String())
-		}
+	sandboxtest.Eventually(t, 2*time.Minute, "granted: 2 events", func() bool {
 		select {
 		case err := <-exited:
 			t.Fatalf("granted: sluice exited: %v: %s", err, se.String())
-		case <-time.After(200 * time.Millisecond):
+		default:
 		}
 		recs = len(consumeAll(t, k.Addr(), []string{okTopic, noTopic}, admin...))
-	}
+		return recs >= 2
+	}, func() string { return fmt.Sprintf("%d events; stderr %s", recs, se.String()) })
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := <-exited; err != nil {
 		t.Fatalf("granted: sluice stopped with %v: %s", err, se.String())

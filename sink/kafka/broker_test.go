@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -80,16 +81,14 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 		loadErr = writeLoad(loadCtx, src, rand.New(rand.NewSource(seed)), schema, tables, 200, 3*time.Millisecond)
 	}()
 	waitTxns := func(n uint64, what string) {
-		for limit := time.Now().Add(3 * time.Minute); st.Status().Txns < n; {
-			if time.Now().After(limit) {
-				t.Fatalf("seed %d: %s: %d source transactions committed to Kafka in 3 minutes, want %d; log:\n%s", seed, what, st.Status().Txns, n, logBuf.String())
-			}
+		sandboxtest.Eventually(t, 3*time.Minute, fmt.Sprintf("seed %d: %s: %d source transactions committed to Kafka", seed, what, n), func() bool {
 			select {
 			case err := <-runErr:
 				t.Fatalf("seed %d: the task stopped: %v; log:\n%s", seed, err, logBuf.String())
-			case <-time.After(20 * time.Millisecond):
+			default:
 			}
-		}
+			return st.Status().Txns >= n
+		}, func() string { return fmt.Sprintf("%d committed; log:\n%s", st.Status().Txns, logBuf.String()) })
 	}
 	waitTxns(20, "before the broker dies")
 	// DDL under the load: its schema change events must carry the
@@ -130,23 +129,16 @@ func TestKafkaSinkBrokerRestart(t *testing.T) {
 	back := time.Now()
 	waitTxns(st.Status().Txns+20, "after the broker came back")
 	// The status loop notices within a tick that the wait is over.
-	for limit := time.Now().Add(time.Minute); !strings.Contains(logBuf.String(), "answer again after"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(limit) {
-			t.Fatalf("seed %d: the sink commits again but its log does not say the brokers are back; log:\n%s", seed, logBuf.String())
-		}
-	}
+	sandboxtest.Eventually(t, time.Minute, fmt.Sprintf("seed %d: the log saying the brokers are back", seed),
+		func() bool { return strings.Contains(logBuf.String(), "answer again after") }, logBuf.String)
 	stopLoad()
 	load.Wait()
 	if loadErr != nil {
 		t.Fatal(loadErr)
 	}
 	end := masterStatus(t, src)
-	for limit := time.Now().Add(3 * time.Minute); st.Status().Applied.Compare(end) < 0; {
-		if time.Now().After(limit) {
-			t.Fatalf("seed %d: not caught up to %s in 3 minutes (at %s); log:\n%s", seed, end, st.Status().Applied, logBuf.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, 3*time.Minute, fmt.Sprintf("seed %d: caught up to %s", seed, end), func() bool { return st.Status().Applied.Compare(end) >= 0 },
+		func() string { return fmt.Sprintf("at %s; log:\n%s", st.Status().Applied, logBuf.String()) })
 	cancel()
 	if err := <-runErr; err != nil {
 		t.Fatalf("seed %d: %v", seed, err)

@@ -183,6 +183,8 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
+		// A test that fails while it runs leaves no sluice behind.
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
 		return cmd, exited
 	}
 	admin, err := kgo.NewClient(kgo.SeedBrokers(k.Addr()))
@@ -211,20 +213,14 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 		// more to Kafka since it started, however slow the machine is.
 		from := committed()
 		want := from + 20 + int64(rng.Intn(200))
-		for limit := time.Now().Add(3 * time.Minute); ; {
-			if c := committed(); c >= want {
-				break
-			}
-			if time.Now().After(limit) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("kill %d (seed %d): nothing committed to Kafka for 3 minutes; log:\n%s", i, seed, tailFile(logPath))
-			}
+		sandboxtest.Eventually(t, 3*time.Minute, fmt.Sprintf("kill %d (seed %d): %d committed to Kafka", i, seed, want), func() bool {
 			select {
 			case err := <-exited:
 				t.Fatalf("kill %d (seed %d): sluice exited before it was killed (%v); log:\n%s", i, seed, err, tailFile(logPath))
-			case <-time.After(10 * time.Millisecond):
+			default:
 			}
-		}
+			return committed() >= want
+		}, func() string { return "log:\n" + tailFile(logPath) })
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -242,21 +238,19 @@ func TestKafkaSinkKill9ExactlyOnce(t *testing.T) {
 	}
 	end := masterStatus(t, src)
 	cmd, exited := startSluice()
-	for limit := time.Now().Add(3 * time.Minute); ; {
-		st, err := replicate.ReadStatus(stateDir)
-		if err == nil && st.PID == cmd.Process.Pid && st.Applied.Compare(end) >= 0 {
-			break
-		}
-		if time.Now().After(limit) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("seed %d: the last run did not reach %s in 3 minutes (status %+v, err %v); log:\n%s", seed, end, st.Applied, err, tailFile(logPath))
-		}
+	var st replicate.Status
+	var stErr error
+	sandboxtest.Eventually(t, 3*time.Minute, fmt.Sprintf("seed %d: the last run at %s", seed, end), func() bool {
 		select {
 		case err := <-exited:
 			t.Fatalf("seed %d: the last run exited (%v); log:\n%s", seed, err, tailFile(logPath))
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-	}
+		st, stErr = replicate.ReadStatus(stateDir)
+		return stErr == nil && st.PID == cmd.Process.Pid && st.Applied.Compare(end) >= 0
+	}, func() string {
+		return fmt.Sprintf("status %+v, err %v; log:\n%s", st.Applied, stErr, tailFile(logPath))
+	})
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := <-exited; err != nil {
 		t.Fatalf("seed %d: sluice did not stop cleanly on SIGTERM: %v; log:\n%s", seed, err, tailFile(logPath))

@@ -72,6 +72,8 @@ func TestKafkaSinkSnapshotThenChanges(t *testing.T) {
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
+		// A test that fails while it runs leaves no sluice behind.
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
 		return cmd, exited
 	}
 	admin, err := kgo.NewClient(kgo.SeedBrokers(k.Addr()))
@@ -114,36 +116,25 @@ func TestKafkaSinkSnapshotThenChanges(t *testing.T) {
 	t.Logf("killed with the snapshot's transaction open: %v", midSnapshot)
 
 	cmd, exited = startSluice()
-	for limit := time.Now().Add(3 * time.Minute); ; {
-		if st, err := replicate.ReadStatus(stateDir); err == nil && st.PID == cmd.Process.Pid && st.Txns > 50 {
-			break
-		}
-		if time.Now().After(limit) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("seed %d: the second run committed no changes in 3 minutes; log:\n%s", seed, tailFile(logPath))
-		}
+	sandboxtest.Eventually(t, 3*time.Minute, fmt.Sprintf("seed %d: the second run committed changes", seed), func() bool {
 		select {
 		case err := <-exited:
 			t.Fatalf("seed %d: sluice exited (%v); log:\n%s", seed, err, tailFile(logPath))
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		st, err := replicate.ReadStatus(stateDir)
+		return err == nil && st.PID == cmd.Process.Pid && st.Txns > 50
+	}, func() string { return "log:\n" + tailFile(logPath) })
 	stopLoad()
 	load.Wait()
 	if loadErr != nil {
 		t.Fatal(loadErr)
 	}
 	end := masterStatus(t, src)
-	for limit := time.Now().Add(3 * time.Minute); ; {
-		if st, err := replicate.ReadStatus(stateDir); err == nil && st.PID == cmd.Process.Pid && st.Applied.Compare(end) >= 0 {
-			break
-		}
-		if time.Now().After(limit) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("seed %d: not caught up to %s; log:\n%s", seed, end, tailFile(logPath))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	sandboxtest.Eventually(t, 3*time.Minute, fmt.Sprintf("seed %d: caught up to %s", seed, end), func() bool {
+		st, err := replicate.ReadStatus(stateDir)
+		return err == nil && st.PID == cmd.Process.Pid && st.Applied.Compare(end) >= 0
+	}, func() string { return "log:\n" + tailFile(logPath) })
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := <-exited; err != nil {
 		t.Fatalf("seed %d: %v; log:\n%s", seed, err, tailFile(logPath))

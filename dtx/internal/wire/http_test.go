@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-db/sluice/internal/sandboxtest"
 )
 
 // TestBranchClient: requests arrive as net/http would send them (method,
@@ -78,11 +81,8 @@ func TestBranchClient(t *testing.T) {
 	// Wait until the server has closed it (observed, not a sleep: a loaded
 	// machine may fire the idle timer late): the first two connections are
 	// then closed, the oversized answer's and the idle one.
-	for limit := time.Now().Add(time.Minute); closed.Load() < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(limit) {
-			t.Fatalf("the server closed %d connections in a minute, want 2 (the idle timeout is 300 ms)", closed.Load())
-		}
-	}
+	sandboxtest.Eventually(t, time.Minute, "the server closed 2 connections (the idle timeout is 300 ms)", func() bool { return closed.Load() >= 2 },
+		func() string { return fmt.Sprintf("%d closed", closed.Load()) })
 	if a := call("/echo", http.MethodGet, ""); a.status != 200 {
 		t.Errorf("after the idle timeout: %d %q", a.status, a.body)
 	}

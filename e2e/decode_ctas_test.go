@@ -1,4 +1,4 @@
-package decode_test
+package e2e_test
 
 import (
 	"context"

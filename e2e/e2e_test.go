@@ -1,4 +1,4 @@
-package decode_test
+package e2e_test
 
 import (
 	"context"
@@ -17,9 +17,14 @@ import (
 	"github.com/sluice-db/sluice/sandbox"
 )
 
-// The end-to-end tests replicate from a real source to a real target through
-// the whole task (reader, relay, decoder, applier), because what they check
-// is what the target stores.
+// Package e2e holds the end-to-end tests (gh-ost's localtests): each drives
+// replication as a user does, a whole task (reader, relay, decoder,
+// applier, or sluice migrate itself) from a real source to a real target,
+// and checks what the target stores. The stage packages keep their unit
+// tests and their real-server tests of that stage alone.
+//
+// One source and one target serve every test here; each test uses its own
+// schemas.
 var srcInst, dstInst *sandbox.Instance
 
 func TestMain(m *testing.M) {
@@ -94,22 +99,19 @@ func after(p, q sluice.Position) bool { return p.Compare(q) >= 0 }
 // fails the test with the task's error if it stops first.
 func (r *running) waitApplied(t *testing.T, pos sluice.Position) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	sandboxtest.Eventually(t, 2*time.Minute, fmt.Sprintf("the task applied %s", pos), func() bool {
 		s := r.task.Status()
 		if after(s.Applied, pos) {
-			return
+			return true
 		}
 		select {
 		case err := <-r.done:
 			r.err, r.ended = err, true
 			t.Fatalf("task ended before applying %s (at %s): %v", pos, s.Applied, err)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task did not apply %s within 2 minutes (at %s)", pos, s.Applied)
-		}
-	}
+		return false
+	}, func() string { return fmt.Sprintf("at %s", r.task.Status().Applied) })
 }
 
 // hexRows reads every row of schema.table as the HEX() of every column

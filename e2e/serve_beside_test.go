@@ -1,8 +1,7 @@
-package serve_test
+package e2e_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/logx"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/replicate"
@@ -92,36 +90,17 @@ serve: {listen: "127.0.0.1:0", server-id: 4444, users: [{user: repl, password: "
 	sb("prepare")
 	sb("--threads=4", "--events=3000", "--time=0", "run")
 	end := masterStatus(t, db)
-	waitReplica(t, rdb, end, func(sluice.Position) {}) // it polls the replica itself
+	sandboxtest.WaitReplicaAt(t, rdb, end)
 	if st := tk.Status(); st.Serve == nil || len(st.Serve.Replicas) != 1 || st.Serve.Replicas[0].Txns == 0 || st.Serve.Addr != addr {
 		t.Fatalf("the task's status does not show the replica's dump: %+v", st.Serve)
 	}
 	ddb := sandboxtest.MustOpen(t, dst, "")
 	for _, tb := range []string{"sb.sbtest1", "sb.sbtest2"} {
-		want := checksum(t, db, tb)
-		if got := checksum(t, rdb, tb); got != want {
+		want := sandboxtest.Checksum(t, db, tb)
+		if got := sandboxtest.Checksum(t, rdb, tb); got != want {
 			t.Fatalf("CHECKSUM TABLE %s: source %s, replica %s", tb, want, got)
 		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for checksum(t, ddb, tb) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("CHECKSUM TABLE %s on the target never reached the source's %s\n%s", tb, want, log.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		sandboxtest.Eventually(t, 2*time.Minute, fmt.Sprintf("CHECKSUM TABLE %s on the target at the source's %s", tb, want),
+			func() bool { return sandboxtest.Checksum(t, ddb, tb) == want }, log.String)
 	}
-}
-
-// checksum is CHECKSUM TABLE's value for tb ("NULL" when it is missing).
-func checksum(t *testing.T, db *sql.DB, tb string) string {
-	t.Helper()
-	var name string
-	var sum sql.NullString
-	if err := db.QueryRow("CHECKSUM TABLE "+tb).Scan(&name, &sum); err != nil {
-		t.Fatal(err)
-	}
-	if !sum.Valid {
-		return "NULL"
-	}
-	return sum.String
 }
