@@ -145,7 +145,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		wait = min(wait*2, 10*time.Second)
 	}
-	w.log.Info(fmt.Sprintf("stopped"))
+	w.log.Info("stopped")
 	return nil
 }
 
