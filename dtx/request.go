@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/sluice-db/sluice/dtx/internal/wire"
 )
@@ -211,7 +212,7 @@ func GenBranches(g *Global) []Branch {
 	for i, s := range g.Steps {
 		var data []byte
 		if i < len(g.Payloads) {
-			data = []byte(g.Payloads[i])
+			data = payloadBytes(g.Payloads[i])
 		}
 		id := branchID(i + 1)
 		switch g.TransType {
@@ -231,6 +232,18 @@ func GenBranches(g *Global) []Branch {
 		}
 	}
 	return out
+}
+
+// payloadBytes is a branch's body sharing the payload's memory instead of
+// copying it: a payload may be megabytes, and a copy per saga lived as long
+// as the transaction in every store's memory (issue 30: a flood of 1 MB
+// submits held both). Branch.BinData is only ever read (sent to the
+// branch, encoded by the stores), never written.
+func payloadBytes(p string) []byte {
+	if p == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(p), len(p))
 }
 
 // xaBranches are the two branches dtm's registerBranch stores for XA: the
