@@ -120,7 +120,7 @@ func (h *handler) trans(fn func(context.Context, *dtx.Request) error) http.Handl
 
 // doTrans decodes a prepare, submit or abort body and runs it.
 func doTrans(ctx context.Context, fn func(context.Context, *dtx.Request) error, body []byte) error {
-	req, err := dtx.ParseRequest(body)
+	req, err := ParseRequest(body)
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (h *handler) prepareWorkflow(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	req, err := dtx.ParseRequest(body.b)
+	req, err := ParseRequest(body.b)
 	h.putBody(body)
 	if err != nil {
 		writeErr(w, err)
