@@ -77,7 +77,7 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger, o
 		o(c)
 	}
 	if c.caller == nil {
-		c.caller = wire.New(policy)
+		c.caller = wire.New(policy, wire.Options{NetHTTP: cfg.NetHTTPClient, NoRawSyscalls: cfg.NoRawSyscalls})
 	}
 	c.commit.inflight = c.working.Load
 	c.commit.hostLoad = c.cpu.Load

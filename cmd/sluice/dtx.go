@@ -51,6 +51,7 @@ func newDtxServeCmd() *cobra.Command {
 	var listen, grpcListen, store, logLevel string
 	var pprof bool
 	lean := true
+	leanClient, rawSyscalls := true, true
 	sec := dtxSecurity{http: httpapi.DefaultConfig()}
 	cmd := &cobra.Command{
 		Use: "serve",
@@ -74,6 +75,7 @@ several serve processes may share it).`,
 				return err
 			}
 			sec.grpcListen = grpcListen
+			cfg.NetHTTPClient, cfg.NoRawSyscalls, sec.http.NoRawSyscalls = !leanClient, !rawSyscalls, !rawSyscalls
 			sec.probeAsked = cmd.Flags().Changed("check-branch-urls") && cfg.CheckBranchURLs
 			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean, sec)
 		},
@@ -99,6 +101,8 @@ several serve processes may share it).`,
 	f.DurationVar(&cfg.CommitWait, "commit-wait", cfg.CommitWait, "under load, how long a store commit waits for other changes to share its sync (0: never wait)")
 	f.IntVar(&cfg.CommitWorkers, "commit-workers", 0, "store transactions in flight (0: 1; more only help once batches reach --commit-batch)")
 	f.BoolVar(&pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ (for benchmarks)")
+	f.BoolVar(&leanClient, "lean-client", true, "call plain-HTTP branches with the hand-written keep-alive client (false: net/http's Transport for every call)")
+	f.BoolVar(&rawSyscalls, "raw-syscalls", true, "read and write the lean loop's and the branch client's sockets with raw system calls (false: through net.Conn)")
 	f.BoolVar(&lean, "lean-http", lean, "answer dtm client's plain keep-alive requests without net/http's per-request machinery (false: net/http serves all)")
 	f.StringVar(&cfg.AlertWebhook, "alert-webhook", "", "POST dtm's alert JSON (gid, status, branch, error, retry_count) here whenever a branch has failed --alert-retry-limit times in a row or more")
 	f.IntVar(&cfg.AlertRetryLimit, "alert-retry-limit", cfg.AlertRetryLimit, "consecutive failures of a branch before --alert-webhook is called")

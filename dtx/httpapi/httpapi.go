@@ -33,7 +33,7 @@ func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
 
 // NewHandler returns the routes with cfg.
 func NewHandler(c *dtx.Coordinator, gatherer prometheus.Gatherer, cfg Config) http.Handler {
-	h := &handler{c: c, mux: http.NewServeMux(), budget: &budget{max: cfg.MaxInflightBody}}
+	h := &handler{c: c, mux: http.NewServeMux(), budget: &budget{max: cfg.MaxInflightBody}, noRaw: cfg.NoRawSyscalls}
 	h.prepare, h.submit, h.abort = h.trans(c.Prepare), h.trans(c.Submit), h.trans(c.Abort)
 	mux := h.mux
 	mux.HandleFunc("GET /api/dtmsvr/version", func(w http.ResponseWriter, r *http.Request) {
@@ -73,6 +73,7 @@ type handler struct {
 	mux                    *http.ServeMux
 	prepare, submit, abort http.HandlerFunc
 	budget                 *budget // request bodies in flight, lean loop included
+	noRaw                  bool    // Config.NoRawSyscalls
 }
 
 // ServeHTTP sends the calls every transaction makes straight to their
