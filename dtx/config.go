@@ -53,6 +53,14 @@ type Config struct {
 	// host names and *.domain patterns (see wire.HostPolicy). Empty: every
 	// host but link-local addresses and the cloud metadata services.
 	BranchHosts []string
+	// NetHTTPClient calls plain-HTTP branches through net/http's Transport
+	// instead of the hand-written keep-alive client (wire's branchClient),
+	// and NoRawSyscalls has that client read and write through net.Conn
+	// instead of raw system calls (internal/rawconn): off switches for the
+	// hand-written I/O, to measure what each buys and to fall back on
+	// (issue 31).
+	NetHTTPClient bool
+	NoRawSyscalls bool
 	// AlertWebhook, when set, receives dtm's alert (a POST of {"gid",
 	// "status", "branch", "error", "retry_count"}) each time a branch has
 	// failed AlertRetryLimit times in a row or more, as dtm's AlertWebHook.

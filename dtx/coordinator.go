@@ -37,13 +37,15 @@ type Coordinator struct {
 	// working counts the API calls and background drives in progress: the
 	// transactions this process is working on, for the commit wait.
 	working atomic.Int64
-	cpu     *procstat.Busy
+	cpu     HostLoad
 	slots   chan struct{}
 	hooks   *hooks
 }
 
 // New builds a coordinator on store. reg receives the metrics (nil: none).
-func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (*Coordinator, error) {
+// Branches are called through the wire transport and the host's load read
+// from /proc/stat, unless opts say otherwise.
+func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger, opts ...Option) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -62,7 +64,7 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 		cfg:      cfg,
 		store:    store,
 		commit:   newCommitter(store, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommitWait, m),
-		caller:   wire.New(policy),
+		cpu:      procstat.NewBusy(),
 		metrics:  m,
 		log:      log,
 		instance: cfg.Instance + "-" + hex.EncodeToString(rnd[:]),
@@ -71,8 +73,13 @@ func New(cfg Config, store Store, reg prometheus.Registerer, log *slog.Logger) (
 		slots:    make(chan struct{}, cfg.MaxDrivers),
 		hooks:    newHooks(cfg.TestHooks),
 	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.caller == nil {
+		c.caller = wire.New(policy, wire.Options{NetHTTP: cfg.NetHTTPClient, NoRawSyscalls: cfg.NoRawSyscalls})
+	}
 	c.commit.inflight = c.working.Load
-	c.cpu = procstat.NewBusy()
 	c.commit.hostLoad = c.cpu.Load
 	return c, nil
 }

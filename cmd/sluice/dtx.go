@@ -51,6 +51,7 @@ func newDtxServeCmd() *cobra.Command {
 	var listen, grpcListen, store, logLevel string
 	var pprof bool
 	lean := true
+	leanClient, rawSyscalls := true, true
 	sec := dtxSecurity{http: httpapi.DefaultConfig()}
 	cmd := &cobra.Command{
 		Use: "serve",
@@ -74,6 +75,7 @@ several serve processes may share it).`,
 				return err
 			}
 			sec.grpcListen = grpcListen
+			cfg.NetHTTPClient, cfg.NoRawSyscalls, sec.http.NoRawSyscalls = !leanClient, !rawSyscalls, !rawSyscalls
 			sec.probeAsked = cmd.Flags().Changed("check-branch-urls") && cfg.CheckBranchURLs
 			return runDtxServe(cmd.Context(), cfg, listen, store, logLevel, pprof, lean, sec)
 		},
@@ -99,6 +101,8 @@ several serve processes may share it).`,
 	f.DurationVar(&cfg.CommitWait, "commit-wait", cfg.CommitWait, "under load, how long a store commit waits for other changes to share its sync (0: never wait)")
 	f.IntVar(&cfg.CommitWorkers, "commit-workers", 0, "store transactions in flight (0: 1; more only help once batches reach --commit-batch)")
 	f.BoolVar(&pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ (for benchmarks)")
+	f.BoolVar(&leanClient, "lean-client", true, "call plain-HTTP branches with the hand-written keep-alive client (false: net/http's Transport for every call)")
+	f.BoolVar(&rawSyscalls, "raw-syscalls", true, "read and write the lean loop's and the branch client's sockets with raw system calls (false: through net.Conn)")
 	f.BoolVar(&lean, "lean-http", lean, "answer dtm client's plain keep-alive requests without net/http's per-request machinery (false: net/http serves all)")
 	f.StringVar(&cfg.AlertWebhook, "alert-webhook", "", "POST dtm's alert JSON (gid, status, branch, error, retry_count) here whenever a branch has failed --alert-retry-limit times in a row or more")
 	f.IntVar(&cfg.AlertRetryLimit, "alert-retry-limit", cfg.AlertRetryLimit, "consecutive failures of a branch before --alert-webhook is called")
@@ -107,7 +111,7 @@ several serve processes may share it).`,
 	f.StringVar(&sec.tokenFile, "token-file", "", "require 'Authorization: Bearer TOKEN' on every API call, TOKEN being this file's first line (or set SLUICE_DTX_TOKEN); /metrics stays open")
 	f.IntVar(&sec.maxConns, "max-conns", 10000, "most client connections open at once; past it the connection idle the longest is closed to make room (new ones wait only while every one serves a request)")
 	f.DurationVar(&sec.headerTimeout, "read-header-timeout", 10*time.Second, "a connection whose request header has not arrived this long after it opened (or after its first byte) is closed")
-	f.IntVar(&sec.maxConnsPerClient, "max-conns-per-client", 1024, "most connections open at once from one client address; past it that client's connection idle the longest is closed (a new one is refused only while all of them serve requests); 0: no bound")
+	f.IntVar(&sec.maxConnsPerClient, "max-conns-per-client", 1024, "most connections open at once from one client address; past it that client's connection idle the longest is closed (one silent since it opened only after 1 s; a new one is refused while all of them serve requests or are that new); 0: no bound")
 	f.Int64Var(&sec.http.MaxInflightBody, "max-inflight-body", sec.http.MaxInflightBody, "most request-body bytes held by requests in flight, all clients together; past it a request is answered 503 with Retry-After (one request alone is always served); 0: no bound")
 	f.Int64Var(&sec.memLimit, "memory-limit", 256<<20, "soft memory limit in bytes (Go's GOMEMLIMIT, which overrides it); 0: none")
 	f.BoolVar(&cfg.TestHooks, "test-hooks", false, "for dtm's own test suite only (make test-dtm-conformance): no background recovery, and routes under /api/dtmsvr/test/ that run it by hand; loopback addresses only")

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-db/sluice/dtx/httpapi"
 	"github.com/sluice-db/sluice/internal/sandboxtest"
 	"github.com/sluice-db/sluice/sandbox"
 )
@@ -290,7 +291,7 @@ func bigSaga(gid string, n int) []byte {
 
 // flood sends bodies concurrently, one connection each, and counts the
 // answers by status; an HTTP answer other than 200 and 503 (with
-// Retry-After) fails, a connection closed without an answer is logged.
+// Retry-After) fails, and so does a connection closed without an answer.
 func flood(t *testing.T, p *dtxProc, bodies [][]byte) (ok, busy int) {
 	t.Helper()
 	var mu sync.Mutex
@@ -305,11 +306,10 @@ func flood(t *testing.T, p *dtxProc, bodies [][]byte) (ok, busy int) {
 			c := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
 			resp, err := c.Do(req)
 			if err != nil {
-				// A connection the slots closed before its request was read
-				// (the longest idle goes first, and on a starved machine a
-				// flood's connections wait long to send): the flood was shed
-				// this way too. Logged; issue 30 keeps the flood open.
-				t.Logf("client %d: connection closed by the coordinator: %v", i, err)
+				// Every client is answered: the slots close no connection
+				// that has not had FreshGrace to send its request, and the
+				// budget answers 503 rather than dropping one.
+				t.Errorf("client %d: no answer: %v", i, err)
 				return
 			}
 			body, _ := io.ReadAll(resp.Body)
@@ -361,7 +361,14 @@ func TestDtxMemoryUnderLargeBodies(t *testing.T) {
 		}
 	})
 	t.Run("1000 clients", func(t *testing.T) {
-		p := startDtx(t, bin, []string{"SLUICE_DTX_TOKEN="}, "--store", "bolt://"+filepath.Join(t.TempDir(), "dtx.db"))
+		// The header timeout is raised past the test: draining 900-odd
+		// refused 1 MB bodies on a starved machine (load 35 on 2 cores)
+		// delayed the coordinator's first read of other connections past
+		// 10 s, and a read after its deadline fails even with the header
+		// waiting in the socket. Measured: those closures went with
+		// --read-header-timeout 2m and stayed with
+		// --max-conns-per-client 0. The header timeout has its own tests.
+		p := startDtx(t, bin, []string{"SLUICE_DTX_TOKEN="}, "--store", "bolt://"+filepath.Join(t.TempDir(), "dtx.db"), "--read-header-timeout", "2m")
 		pay := bigSaga("GID", 1000<<10)
 		var bodies [][]byte
 		for i := 0; i < 1000; i++ {
@@ -371,13 +378,19 @@ func TestDtxMemoryUnderLargeBodies(t *testing.T) {
 		ok, busy := flood(t, p, bodies)
 		peak := stop()
 		t.Logf("1000 clients with 1 MB submits: %d served, %d answered 503; peak RSS %d MB", ok, busy, peak>>20)
-		// Not bounded yet (issue 30 stays open for it): on a busy machine
-		// the peak grows with the sagas served during the flood (654-928 MB
-		// beside a CI run, 340-393 MB on a quieter one) although the body
-		// budget holds; back-pressure on the bolt store's overlay did not
-		// change it, and the cause is still to be found by a heap profile.
-		// What the budget itself promises is checked: the flood is shed
-		// with 503s, some submits are served, and the coordinator lives.
+		// A heap profile of the flood (issue 30) showed what held the
+		// memory besides the budgeted bodies: a copy of every payload per
+		// branch, a whole batch's log records held at once (and doubled
+		// by append), the log's aligned write buffer kept at 1.5 times the
+		// largest batch for the life of the process, a checkpoint writing
+		// all its states in one bolt transaction, and an overlay growing
+		// while a slow checkpoint ran. Each is bounded now.
+		if peak > limit {
+			t.Errorf("peak RSS %d MB, want under %d MB", peak>>20, limit>>20)
+		}
+		if ok+busy != len(bodies) {
+			t.Errorf("%d of %d clients answered", ok+busy, len(bodies))
+		}
 		if busy == 0 {
 			t.Error("no submit was answered 503: the in-flight budget did not shed the flood")
 		}
@@ -435,23 +448,45 @@ func TestDtxIdleSockets(t *testing.T) {
 	}
 	t.Logf("%d idle sockets open from 127.0.0.1", n)
 	for _, local := range []string{"127.0.0.2", "127.0.0.1"} {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
-		c, err := d.Dial("tcp", p.addr)
-		if err != nil {
-			t.Fatalf("real client from %s: %v", local, err)
-		}
-		// The deadline only turns a wait into a failure report: the slot
-		// is made at accept, or never (the header timeout is an hour).
-		_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
-		fmt.Fprintf(c, "GET /api/dtmsvr/newGid HTTP/1.1\r\nHost: h\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("real client from %s not answered while %d idle sockets are open: %v", local, n, err)
-		}
-		resp.Body.Close()
-		c.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("real client from %s: HTTP %d", local, resp.StatusCode)
+		// A client from the idle sockets' own address may be refused while
+		// every one of that address's connections is younger than the
+		// slots' grace for new connections (1 s: httpapi.DefaultFreshGrace),
+		// which spares them; it is answered once the oldest has aged.
+		start := time.Now()
+		for attempt := 1; ; attempt++ {
+			code, err := newGidOn(p.addr, local)
+			if err == nil {
+				if code != http.StatusOK {
+					t.Fatalf("real client from %s: HTTP %d", local, code)
+				}
+				t.Logf("real client from %s answered after %v (attempt %d)", local, time.Since(start).Round(time.Millisecond), attempt)
+				break
+			}
+			if local != "127.0.0.1" || time.Since(start) > httpapi.DefaultFreshGrace+5*time.Second {
+				t.Fatalf("real client from %s not answered while %d idle sockets are open: %v", local, n, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
+}
+
+// newGidOn asks for a gid on a new connection from the local address.
+func newGidOn(addr, local string) (int, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	// The deadline only turns a wait into a failure report: the slot is
+	// made at accept, or the connection refused (the header timeout is an
+	// hour).
+	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+	fmt.Fprintf(c, "GET /api/dtmsvr/newGid HTTP/1.1\r\nHost: h\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

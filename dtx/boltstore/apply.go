@@ -24,6 +24,9 @@ type state struct {
 const (
 	maxOverlay = 20000
 	maxWAL     = int64(64 << 20)
+	// walFlush is the most log bytes one batch holds in memory before it
+	// writes them.
+	walFlush = 4 << 20
 )
 
 // Apply evaluates the batch against the latest state (overlay, the states
@@ -34,6 +37,14 @@ const (
 func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Back-pressure: while a checkpoint still writes the frozen states
+	// into bolt and the active log has filled up again, wait for it.
+	// Otherwise a checkpoint slower than the writers (a loaded machine, a
+	// flood of large sagas) let overlay and frozen states grow without
+	// bound, all of them in memory (issue 30).
+	for s.frozen != nil && s.wal().off-walHeader >= maxWAL && s.wal().broken == nil && !s.closed {
+		s.cpEnd.Wait()
+	}
 	if s.closed {
 		return nil, errors.New("dtx bolt store: closed")
 	}
@@ -76,6 +87,18 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 			if buf, err = s.wal().encode(buf, delta(cur, st, m)); err != nil {
 				return nil, fmt.Errorf("dtx bolt store: %w", err)
 			}
+			if len(buf) >= walFlush {
+				// A batch of large transactions goes to the log in pieces:
+				// held whole, 64 sagas of 1 MB took 128 MB for the
+				// records, and as much again for the aligned copy (issue
+				// 30). Nothing is acknowledged or visible before the last
+				// piece is durable; pieces of a batch that then fails are
+				// replayed like any record written but not acknowledged.
+				if err := s.wal().append(buf); err != nil {
+					return nil, fmt.Errorf("dtx bolt store: write-ahead log: %w", err)
+				}
+				buf = buf[:0]
+			}
 		}
 	}
 	if rtx != nil {
@@ -85,7 +108,10 @@ func (s *Store) Apply(ctx context.Context, muts []*dtx.Mutation) ([]error, error
 	if len(order) == 0 {
 		return errs, nil
 	}
-	err := s.wal().append(buf)
+	var err error
+	if len(buf) > 0 {
+		err = s.wal().append(buf)
+	}
 	if cap(buf) <= 1<<20 {
 		s.recBuf = buf // append kept no reference to it
 	}

@@ -51,6 +51,11 @@ type Store struct {
 	cpKicked bool   // a background checkpoint was started and has not run yet
 	recBuf   []byte // Apply's log records, kept for the next Apply
 
+	// cpEnd is signalled (under mu) when a checkpoint has finished with its
+	// frozen states, or failed, or the store closed: Apply waits on it
+	// while the active log is full and the frozen states not yet in bolt.
+	cpEnd *sync.Cond
+
 	cpMu sync.Mutex     // one checkpoint (or direct bolt write) at a time
 	bg   sync.WaitGroup // background checkpoints
 }
@@ -86,6 +91,7 @@ func Open(path string) (*Store, error) {
 	}
 	// bolt's file lock (held above) also guards the log.
 	s := &Store{db: db, overlay: map[string]*state{}}
+	s.cpEnd = sync.NewCond(&s.mu)
 	for i := range s.wals {
 		if s.wals[i], err = openWAL(fmt.Sprintf("%s-wal.%d", path, i)); err != nil {
 			s.closeFiles()
@@ -127,6 +133,7 @@ func (s *Store) Close() error {
 	err := s.checkpointCP()
 	s.mu.Lock()
 	s.closed = true
+	s.cpEnd.Broadcast()
 	s.mu.Unlock()
 	s.cpMu.Unlock()
 	s.bg.Wait()

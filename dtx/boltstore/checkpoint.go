@@ -16,6 +16,22 @@ import (
 // meanwhile. Checkpoints, and the few operations that write bolt
 // directly, run one at a time under cpMu.
 
+// cpChunk bounds the bytes one bolt transaction of a checkpoint writes.
+const cpChunk = 16 << 20
+
+// stateSize is about the bytes st takes encoded: its payloads and bodies,
+// plus a little per branch.
+func stateSize(st *state) int {
+	n := 256 + len(st.g.CustomData) + len(st.g.QueryPrepared)
+	for _, p := range st.g.Payloads {
+		n += len(p)
+	}
+	for i := range st.bs {
+		n += 64 + len(st.bs[i].URL) + len(st.bs[i].BinData)
+	}
+	return n
+}
+
 // wal is the log file appended to now. s.mu must be held.
 func (s *Store) wal() *wal { return s.wals[s.active] }
 
@@ -41,20 +57,35 @@ func (s *Store) checkpointCP() error {
 	if err != nil || frozen == nil {
 		return err
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		// In key order: fewer page splits and a more sequential write.
-		gids := make([]string, 0, len(frozen))
-		for gid := range frozen {
-			gids = append(gids, gid)
+	// In key order: fewer page splits and a more sequential write.
+	gids := make([]string, 0, len(frozen))
+	for gid := range frozen {
+		gids = append(gids, gid)
+	}
+	sort.Strings(gids)
+	// In bolt transactions of at most cpChunk bytes: bolt holds every
+	// value written and every page it dirtied in memory until its commit,
+	// so one transaction for 64 MB of 1 MB sagas held them twice more
+	// (issue 30). A crash between two of them is safe: the old file is
+	// retired only after the last, and replaying it over states already in
+	// bolt yields the same states (record.go).
+	for len(gids) > 0 && err == nil {
+		n, size := 0, 0
+		for n < len(gids) && (n == 0 || size < cpChunk) {
+			size += stateSize(frozen[gids[n]])
+			n++
 		}
-		sort.Strings(gids)
-		for _, gid := range gids {
-			if err := put(tx, frozen[gid]); err != nil {
-				return err
+		chunk := gids[:n]
+		gids = gids[n:]
+		err = s.db.Update(func(tx *bolt.Tx) error {
+			for _, gid := range chunk {
+				if err := put(tx, frozen[gid]); err != nil {
+					return err
+				}
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	if err != nil {
 		// The frozen states stay readable and live in the old file, which
 		// the next checkpoint would start over: stop writing instead, so
@@ -62,12 +93,14 @@ func (s *Store) checkpointCP() error {
 		err = fmt.Errorf("dtx bolt store: checkpoint into bolt failed; restart the coordinator to replay the log: %w", err)
 		s.mu.Lock()
 		s.wal().broken = err
+		s.cpEnd.Broadcast()
 		s.mu.Unlock()
 		return err
 	}
 	rerr := old.retire()
 	s.mu.Lock()
 	s.frozen = nil
+	s.cpEnd.Broadcast()
 	s.mu.Unlock()
 	if rerr != nil {
 		return fmt.Errorf("dtx bolt store: retire the write-ahead log: %w", rerr)

@@ -23,6 +23,10 @@ type Config struct {
 	// exceed it, so that any body up to the 16 MiB limit can be served.
 	// 0: no bound.
 	MaxInflightBody int64
+	// NoRawSyscalls has the lean loop read and write through net.Conn
+	// instead of raw system calls (internal/rawconn): an off switch, to
+	// measure what they buy (issue 31).
+	NoRawSyscalls bool
 }
 
 // DefaultConfig bounds the bodies in flight to 64 MiB: with the copies

@@ -33,7 +33,7 @@ func Handler(c *dtx.Coordinator, gatherer prometheus.Gatherer) http.Handler {
 
 // NewHandler returns the routes with cfg.
 func NewHandler(c *dtx.Coordinator, gatherer prometheus.Gatherer, cfg Config) http.Handler {
-	h := &handler{c: c, mux: http.NewServeMux(), budget: &budget{max: cfg.MaxInflightBody}}
+	h := &handler{c: c, mux: http.NewServeMux(), budget: &budget{max: cfg.MaxInflightBody}, noRaw: cfg.NoRawSyscalls}
 	h.prepare, h.submit, h.abort = h.trans(c.Prepare), h.trans(c.Submit), h.trans(c.Abort)
 	mux := h.mux
 	mux.HandleFunc("GET /api/dtmsvr/version", func(w http.ResponseWriter, r *http.Request) {
@@ -73,6 +73,7 @@ type handler struct {
 	mux                    *http.ServeMux
 	prepare, submit, abort http.HandlerFunc
 	budget                 *budget // request bodies in flight, lean loop included
+	noRaw                  bool    // Config.NoRawSyscalls
 }
 
 // ServeHTTP sends the calls every transaction makes straight to their
@@ -120,7 +121,7 @@ func (h *handler) trans(fn func(context.Context, *dtx.Request) error) http.Handl
 
 // doTrans decodes a prepare, submit or abort body and runs it.
 func doTrans(ctx context.Context, fn func(context.Context, *dtx.Request) error, body []byte) error {
-	req, err := dtx.ParseRequest(body)
+	req, err := ParseRequest(body)
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func (h *handler) prepareWorkflow(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	req, err := dtx.ParseRequest(body.b)
+	req, err := ParseRequest(body.b)
 	h.putBody(body)
 	if err != nil {
 		writeErr(w, err)

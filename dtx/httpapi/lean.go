@@ -185,7 +185,10 @@ func (s *Server) serveConn(lc *leanConn) {
 	c := lc.c
 	// Requests are read and answers written with raw system calls (see
 	// rawconn); net/http, if it takes the connection over, gets c itself.
-	raw := rawconn.Wrap(c)
+	raw := c
+	if !s.api.noRaw {
+		raw = rawconn.Wrap(c)
+	}
 	br := readerPool.Get().(*bufio.Reader)
 	br.Reset(raw)
 	handed, keepReader := false, false // c, and br, went to net/http

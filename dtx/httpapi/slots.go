@@ -13,17 +13,31 @@ type SlotConfig struct {
 	// Max bounds all connections (0: no bound), PerClient those of one
 	// client address (0: no bound).
 	Max, PerClient int
+	// FreshGrace is how long a connection that has not begun a request
+	// is safe from being closed for room (0: DefaultFreshGrace). A client
+	// connects before it sends, and on a loaded machine the two can be far
+	// apart: a flood's connections were closed before their requests were
+	// read (issue 30). Past the grace a silent connection is fair game,
+	// or 10,000 idle sockets would hold every slot until their header
+	// timeout.
+	FreshGrace time.Duration
 }
+
+// DefaultFreshGrace is SlotConfig.FreshGrace's default.
+const DefaultFreshGrace = time.Second
 
 // SlotListener accepts connections within SlotConfig's bounds. When a
 // bound is reached, the connection idle the longest (of that client, or of
 // anyone for Max) is closed to make room: an idle keep-alive connection, or
-// one that has not sent a request yet, costs its client nothing to open
-// again, while a new client would otherwise wait for a timeout to free a
-// slot (issue 30: 10,000 idle sockets delayed real clients by about 10 s).
-// A connection serving a request is never closed for room. When every
-// connection of a client at PerClient is busy, its new one is closed at
-// once; when every connection at Max is busy, Accept waits for one to end.
+// one that has sent nothing for FreshGrace since it opened, costs its
+// client nothing to open again, while a new client would otherwise wait
+// for a timeout to free a slot (issue 30: 10,000 idle sockets delayed real
+// clients by about 10 s). A connection serving a request, or opened less
+// than FreshGrace ago and not yet sending, is never closed for room: first
+// come, first served. When none of a client's connections at PerClient can
+// be closed, its new one is closed at once (Accept does not wait on one
+// client's behalf); when none at Max can, Accept waits for one to end, go
+// idle, or age past the grace.
 //
 // A connection is idle from its accept until a request begins, and again
 // after each answer; the lean loop and net/http (through ConnState) say
@@ -40,6 +54,9 @@ type SlotListener struct {
 
 // NewSlotListener bounds the connections ln accepts.
 func NewSlotListener(ln net.Listener, cfg SlotConfig) *SlotListener {
+	if cfg.FreshGrace == 0 {
+		cfg.FreshGrace = DefaultFreshGrace
+	}
 	return &SlotListener{Listener: ln, cfg: cfg, conns: map[*slotConn]struct{}{},
 		by: map[string]map[*slotConn]struct{}{}, freed: make(chan struct{}, 1)}
 }
@@ -51,8 +68,8 @@ func (l *SlotListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		sc := &slotConn{Conn: c, l: l, client: clientKey(c.RemoteAddr())}
-		sc.idleSince.Store(time.Now().UnixNano())
+		sc := &slotConn{Conn: c, l: l, client: clientKey(c.RemoteAddr()), opened: time.Now().UnixNano()}
+		sc.idleSince.Store(sc.opened)
 		if l.admit(sc) {
 			return sc, nil
 		}
@@ -64,10 +81,11 @@ func (l *SlotListener) Accept() (net.Conn, error) {
 func (l *SlotListener) admit(sc *slotConn) bool {
 	for {
 		var victims []*slotConn
+		fresh := time.Now().Add(-l.cfg.FreshGrace).UnixNano() // opened after it: spared
 		l.mu.Lock()
 		mine := l.by[sc.client]
 		if l.cfg.PerClient > 0 && len(mine) >= l.cfg.PerClient {
-			v := oldestIdle(mine)
+			v := oldestIdle(mine, fresh)
 			if v == nil {
 				l.mu.Unlock()
 				return false
@@ -76,15 +94,16 @@ func (l *SlotListener) admit(sc *slotConn) bool {
 			victims = append(victims, v)
 		}
 		if l.cfg.Max > 0 && len(l.conns) >= l.cfg.Max {
-			v := oldestIdle(l.conns)
+			v := oldestIdle(l.conns, fresh)
 			if v == nil {
-				// Every connection is serving a request: wait for one to
-				// end or go idle, as the plain connection cap did.
+				// Every connection is serving a request or new: wait for
+				// one to end, go idle or age, as the plain connection cap
+				// did.
 				l.mu.Unlock()
 				closeAll(victims)
 				select {
 				case <-l.freed:
-				case <-time.After(50 * time.Millisecond): // for a connection that went idle
+				case <-time.After(50 * time.Millisecond): // for a connection that went idle or aged
 				}
 				continue
 			}
@@ -109,12 +128,14 @@ func closeAll(cs []*slotConn) {
 	}
 }
 
-// oldestIdle is the connection in set idle the longest, nil if none is idle.
-func oldestIdle(set map[*slotConn]struct{}) *slotConn {
+// oldestIdle is the connection in set idle the longest, nil if none is
+// idle; a connection that has begun no request and opened after fresh
+// (unix ns) is not idle but new.
+func oldestIdle(set map[*slotConn]struct{}, fresh int64) *slotConn {
 	var best *slotConn
 	var since int64
 	for c := range set {
-		if c.active.Load() {
+		if c.active.Load() || !c.served.Load() && c.opened > fresh {
 			continue
 		}
 		if s := c.idleSince.Load(); best == nil || s < since {
@@ -167,7 +188,9 @@ type slotConn struct {
 	net.Conn
 	l         *SlotListener
 	client    string
+	opened    int64        // unix ns: accepted
 	active    atomic.Bool  // serving a request
+	served    atomic.Bool  // has begun a request
 	idleSince atomic.Int64 // unix ns: when it last went idle
 	released  bool         // under l.mu
 }
@@ -176,6 +199,8 @@ type slotConn struct {
 func (c *slotConn) SetActive(on bool) {
 	if !on {
 		c.idleSince.Store(time.Now().UnixNano())
+	} else {
+		c.served.Store(true)
 	}
 	c.active.Store(on)
 }

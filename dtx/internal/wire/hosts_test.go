@@ -123,7 +123,7 @@ func TestHostPolicyDial(t *testing.T) {
 // TestTransportCheckPolicy: Check refuses a denied host without the probe,
 // and refuses it before probing (no connection is attempted).
 func TestTransportCheckPolicy(t *testing.T) {
-	tr := New(nil)
+	tr := New(nil, Options{})
 	defer tr.Close()
 	ctx := context.Background()
 	for _, u := range []string{"http://169.254.169.254/latest/meta-data/", "http://[fe80::1]:80/x", "http://metadata.google.internal/x"} {

@@ -30,6 +30,9 @@ type branchClient struct {
 	maxIdle  int // per host
 	// dial connects (the host policy's dialer; nil: a plain dial).
 	dial func(ctx context.Context, d *net.Dialer, network, addr string) (net.Conn, error)
+	// netHTTP sends every call through fallback; noRaw leaves connections
+	// unwrapped by rawconn (Options).
+	netHTTP, noRaw bool
 
 	mu     sync.Mutex
 	idle   map[string][]*branchConn
@@ -56,7 +59,7 @@ const maxAnswer = 64 << 10
 // do sends method u with body and headers, and returns the answer. The
 // timeout bounds the whole call; ctx cancels it.
 func (bc *branchClient) do(ctx context.Context, method string, u *url.URL, body []byte, header map[string]string, timeout time.Duration) (answer, error) {
-	if u.Scheme != "http" {
+	if u.Scheme != "http" || bc.netHTTP {
 		return bc.viaNetHTTP(ctx, method, u, body, header, timeout)
 	}
 	host := u.Host
@@ -142,7 +145,9 @@ func (bc *branchClient) get(ctx context.Context, host string, deadline time.Time
 	if err != nil {
 		return nil, false, err
 	}
-	c = rawconn.Wrap(c) // reads and writes without the scheduler's syscall state
+	if !bc.noRaw {
+		c = rawconn.Wrap(c) // reads and writes without the scheduler's syscall state
+	}
 	return &branchConn{c: c, br: bufio.NewReaderSize(c, 4096)}, false, nil
 }
 

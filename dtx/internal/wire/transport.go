@@ -19,10 +19,20 @@ type Transport struct {
 	policy *HostPolicy
 }
 
+// Options switches the hand-written HTTP I/O off.
+type Options struct {
+	// NetHTTP sends every HTTP branch call through net/http's Transport,
+	// not only https ones.
+	NetHTTP bool
+	// NoRawSyscalls reads and writes the hand-written client's
+	// connections through net.Conn (see internal/rawconn).
+	NoRawSyscalls bool
+}
+
 // New returns a Transport with no connections yet. Every connection it
 // makes (branch calls over HTTP, HTTPS and gRPC, the reachability probe)
 // goes through policy's dialer; nil is the default policy.
-func New(policy *HostPolicy) *Transport {
+func New(policy *HostPolicy, opts Options) *Transport {
 	if policy == nil {
 		policy = &HostPolicy{}
 	}
@@ -33,6 +43,7 @@ func New(policy *HostPolicy) *Transport {
 	tr.DialContext = policy.dialer(30 * time.Second)
 	bc := newBranchClient(&http.Client{Transport: tr}, 512)
 	bc.dial = policy.DialContext
+	bc.netHTTP, bc.noRaw = opts.NetHTTP, opts.NoRawSyscalls
 	return &Transport{
 		http:   bc,
 		grpc:   newGRPCConns(policy),

@@ -1,17 +1,19 @@
-package wire
+package httpapi
 
 import "unsafe"
 
-// JSON reads the subset of JSON that dtm's clients send (ASCII strings
-// with simple escapes, plain integers, booleans, objects of strings); every
-// method reports false on anything outside it, and the caller then decodes
-// with encoding/json. It costs a fraction of encoding/json's reflection.
-type JSON struct {
+// jsonScanner reads the subset of JSON that dtm's clients send (ASCII
+// strings with simple escapes, plain integers, booleans, objects of
+// strings); every method reports false on anything outside it, and the
+// caller then decodes with encoding/json. It costs a fraction of
+// encoding/json's reflection. It is wire code, so it lives with the HTTP
+// API, not with the state machine (issue 31).
+type jsonScanner struct {
 	b []byte
 	i int
 }
 
-func (d *JSON) skipSpace() {
+func (d *jsonScanner) skipSpace() {
 	for d.i < len(d.b) {
 		switch d.b[d.i] {
 		case ' ', '\t', '\n', '\r':
@@ -23,7 +25,7 @@ func (d *JSON) skipSpace() {
 }
 
 // Consume skips white space and then c, if c is next.
-func (d *JSON) Consume(c byte) bool {
+func (d *jsonScanner) Consume(c byte) bool {
 	d.skipSpace()
 	if d.i < len(d.b) && d.b[d.i] == c {
 		d.i++
@@ -33,13 +35,13 @@ func (d *JSON) Consume(c byte) bool {
 }
 
 // End reports whether only white space is left.
-func (d *JSON) End() bool {
+func (d *jsonScanner) End() bool {
 	d.skipSpace()
 	return d.i == len(d.b)
 }
 
 // RawKey reads `"key":` for a key without escapes.
-func (d *JSON) RawKey() ([]byte, bool) {
+func (d *jsonScanner) RawKey() ([]byte, bool) {
 	if !d.Consume('"') {
 		return nil, false
 	}
@@ -60,7 +62,7 @@ func (d *JSON) RawKey() ([]byte, bool) {
 }
 
 // Str reads an ASCII string, with the escapes JSON has except \u.
-func (d *JSON) Str() (string, bool) {
+func (d *jsonScanner) Str() (string, bool) {
 	if !d.Consume('"') {
 		return "", false
 	}
@@ -105,7 +107,7 @@ func known(b []byte) string {
 }
 
 // escapedStr finishes a string that has escapes from start (after the quote).
-func (d *JSON) escapedStr(start int) (string, bool) {
+func (d *jsonScanner) escapedStr(start int) (string, bool) {
 	out := make([]byte, 0, d.i-start+32)
 	out = append(out, d.b[start:d.i]...)
 	for d.i < len(d.b) {
@@ -147,7 +149,7 @@ func (d *JSON) escapedStr(start int) (string, bool) {
 }
 
 // Bool reads true or false.
-func (d *JSON) Bool() (bool, bool) {
+func (d *jsonScanner) Bool() (bool, bool) {
 	d.skipSpace()
 	rest := d.b[d.i:]
 	switch {
@@ -163,7 +165,7 @@ func (d *JSON) Bool() (bool, bool) {
 
 // Int reads an integer without fraction or exponent, of at most 18 digits
 // (so that it cannot overflow an int64; longer ones go to encoding/json).
-func (d *JSON) Int() (int64, bool) {
+func (d *jsonScanner) Int() (int64, bool) {
 	d.skipSpace()
 	neg := d.i < len(d.b) && d.b[d.i] == '-'
 	if neg {
@@ -185,7 +187,7 @@ func (d *JSON) Int() (int64, bool) {
 }
 
 // delimited reports whether a literal ends here (and not in "truex" or "1.5").
-func (d *JSON) delimited() bool {
+func (d *jsonScanner) delimited() bool {
 	if d.i == len(d.b) {
 		return true
 	}
@@ -197,7 +199,7 @@ func (d *JSON) delimited() bool {
 }
 
 // Object reads an object of strings (an empty one too).
-func (d *JSON) Object() (map[string]string, bool) {
+func (d *jsonScanner) Object() (map[string]string, bool) {
 	if !d.Consume('{') {
 		return nil, false
 	}
@@ -225,5 +227,5 @@ func (d *JSON) Object() (map[string]string, bool) {
 	}
 }
 
-// NewJSON returns a scanner at the start of b.
-func NewJSON(b []byte) JSON { return JSON{b: b} }
+// newJSONScanner returns a scanner at the start of b.
+func newJSONScanner(b []byte) jsonScanner { return jsonScanner{b: b} }
