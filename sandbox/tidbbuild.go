@@ -77,7 +77,8 @@ func TiDBBinary(ctx context.Context, cache string, progress io.Writer) (string, 
 		return "", err
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it too
-	if isFile(bin) {                                     // another process built it while this one waited
+	// Another process may have built it while this one waited.
+	if isFile(bin) {
 		return bin, nil
 	}
 	gobin, err := exec.LookPath("go")
