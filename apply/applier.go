@@ -450,6 +450,7 @@ var errClosed = errors.New("applier closed")
 
 // fail records the first error and wakes everyone waiting.
 func (a *Applier) fail(err error) {
+	err = tidbLimit(err)
 	a.mu.Lock()
 	if a.err == nil {
 		a.err = err

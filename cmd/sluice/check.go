@@ -188,6 +188,7 @@ func runChecks(ctx context.Context, cfg *task.Config, mode string) []checkResult
 	} else {
 		defer dst.Close()
 		add(checkResult{Name: "target connection", Status: "pass", Detail: cfg.Target.String()})
+		add(targetFlavor(ctx, src, dst, cfg, mode)) // checktidb.go
 		add(targetWritable(ctx, dst, cfg))
 		if src != nil {
 			add(sameServerCheck(ctx, src, dst, cfg, mode)) // sameserver.go

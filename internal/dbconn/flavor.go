@@ -3,7 +3,13 @@ package dbconn
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-db/sluice"
 )
 
 // Flavor is the kind of server at the other end of a connection. It is
@@ -61,4 +67,19 @@ func ParseVersion(v string) (Flavor, string) {
 		return MariaDB, ver
 	}
 	return MySQL, ver
+}
+
+// TiDBTxnTooLarge turns TiDB's "Transaction is too large" (error 8004: the
+// transaction passed the server's txn-total-size-limit) into an error with
+// its fix; nil for any other error. A chunk of the full copy and a source
+// transaction are each one target transaction, rolled back whole.
+func TiDBTxnTooLarge(err error, op string) error {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 8004 {
+		return nil
+	}
+	return &sluice.Error{Op: op,
+		Err: fmt.Errorf("%w: the transaction is larger than the TiDB target's transaction size limit (nothing of it was committed): %v", sluice.ErrConfig, err),
+		Hint: "raise txn-total-size-limit in the tidb-server config (up to 1 TB; TiDB 8 also bounds it by tidb_mem_quota_query) and restart tidb-server, " +
+			"or for the full copy lower rows-per-chunk; then run the same command again"}
 }

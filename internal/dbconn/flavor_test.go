@@ -1,6 +1,14 @@
 package dbconn
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-db/sluice"
+)
 
 func TestParseVersion(t *testing.T) {
 	for _, c := range []struct {
@@ -18,5 +26,16 @@ func TestParseVersion(t *testing.T) {
 		if f != c.f || v != c.want {
 			t.Errorf("ParseVersion(%q) = %v %q, want %v %q", c.in, f, v, c.f, c.want)
 		}
+	}
+}
+
+func TestTiDBTxnTooLarge(t *testing.T) {
+	e := Classify(&mysql.MySQLError{Number: 8004, Message: "Transaction is too large, size: 104857600"}, "target", sluice.Endpoint{Host: "h", Port: 4000})
+	var se *sluice.Error
+	if !errors.As(e, &se) || !errors.Is(e, sluice.ErrConfig) || !strings.Contains(se.Hint, "txn-total-size-limit") || !strings.Contains(e.Error(), "Transaction is too large") {
+		t.Fatalf("8004 classified as %v", e)
+	}
+	if TiDBTxnTooLarge(&mysql.MySQLError{Number: 1062}, "x") != nil {
+		t.Fatal("a duplicate key is not a size limit")
 	}
 }
