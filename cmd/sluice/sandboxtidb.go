@@ -84,6 +84,22 @@ TiKV), on 127.0.0.1, root with no password. The first run builds tidb-server
 		},
 	}
 	statusCmd.Flags().StringVar(&statusName, "name", "tidb", "sandbox name")
-	cmd.AddCommand(upCmd, downCmd, statusCmd)
+	var cache string
+	buildCmd := &cobra.Command{
+		Use:     "build",
+		Short:   "Build tidb-server into the cache if it is not there yet (make test runs it first); prints its path",
+		Example: "  sluice sandbox tidb build",
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			bin, err := sandbox.TiDBBinary(c.Context(), cache, c.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.OutOrStdout(), bin)
+			return nil
+		},
+	}
+	buildCmd.Flags().StringVar(&cache, "cache", sandbox.TiDBCacheDir(), "where tidb-server is built and kept (env SLUICE_TIDB_CACHE)")
+	cmd.AddCommand(upCmd, downCmd, statusCmd, buildCmd)
 	return cmd
 }
