@@ -2,6 +2,9 @@ package apply
 
 import (
 	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/sluice-db/sluice"
 	"github.com/sluice-db/sluice/internal/dbconn"
@@ -26,4 +29,28 @@ func tidbLimit(err error) error {
 		return e
 	}
 	return err
+}
+
+// errUnknownCharset is "Unknown character set" (1115).
+const errUnknownCharset = 1115
+
+// weightsUTF8 is readWeights' query for a target without utf32 (TiDB): every
+// BMP code point but the surrogates, then two supplementary characters, as
+// UTF-8 bytes.
+func weightsUTF8(cs, coll string) string {
+	var b strings.Builder
+	buf := make([]byte, 4)
+	hexr := func(r rune) {
+		n := utf8.EncodeRune(buf, r)
+		fmt.Fprintf(&b, "%X", buf[:n])
+	}
+	for r := rune(0); r < 0x10000; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		hexr(r)
+	}
+	hexr(0x1F600)
+	hexr(0xE0001)
+	return "SELECT WEIGHT_STRING(CONVERT(_binary X'" + b.String() + "' USING " + cs + ") COLLATE " + coll + ")"
 }
