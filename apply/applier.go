@@ -101,6 +101,7 @@ type Applier struct {
 	ckptTable string
 	tables    sync.Map // *sluice.Table -> *tableInfo
 	weights   weightTables
+	tidb      tidbFlag // the target is TiDB (tidbddl.go)
 
 	in      chan sluice.StreamItem
 	flushes chan chan error
