@@ -321,3 +321,42 @@ func TestTiDBTargetCopyAndReplication(t *testing.T) {
 	}
 	sameHex(t, src, sandboxtest.MustOpenTiDB(t, tdb, ""), schema)
 }
+
+// TestTiDBTargetRefusesAtCheck: tables TiDB cannot hold as the source has
+// them make sluice check fail naming the table and the reason, and migrate
+// refuses before it copies anything.
+func TestTiDBTargetRefusesAtCheck(t *testing.T) {
+	tdb := sandboxtest.StartTiDB(t)
+	bin := sandboxtest.BuildSluice(t)
+	src := sandboxtest.MustOpen(t, srcInst, "")
+	dst := sandboxtest.MustOpenTiDB(t, tdb, "")
+	for _, c := range []struct{ name, ddl, want string }{
+		{"geo", "CREATE TABLE %s.geo (id INT PRIMARY KEY, p POINT)", "column p is POINT, a spatial type TiDB does not have"},
+		{"ft", "CREATE TABLE %s.ft (id INT PRIMARY KEY, body TEXT, FULLTEXT KEY fb (body))", "index fb is a FULLTEXT index"},
+		{"coll", "CREATE TABLE %s.coll (id INT PRIMARY KEY, v VARCHAR(10) COLLATE utf8mb4_unicode_520_ci)", "collation utf8mb4_unicode_520_ci"},
+		{"inet", "CREATE TABLE %s.inet (id INT PRIMARY KEY, a INET6)", "column a is INET6"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			schema := "tidbbad_" + c.name
+			sandboxtest.MustExec(t, src, "CREATE DATABASE "+schema, fmt.Sprintf(c.ddl, schema),
+				"CREATE TABLE "+schema+".fine (id INT PRIMARY KEY)", "INSERT INTO "+schema+".fine VALUES (1)")
+			dir := t.TempDir()
+			taskFile := filepath.Join(dir, "task.yaml")
+			if err := os.WriteFile(taskFile, []byte(tidbTaskYAML(schema, filepath.Join(dir, "state"), srcInst, tdb)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(bin, "check", "--config", taskFile, "--mode", "full").CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "fail  target flavour") || !strings.Contains(string(out), schema+"."+c.name) || !strings.Contains(string(out), c.want) {
+				t.Fatalf("sluice check: %v, want a failure naming %s.%s and %q:\n%s", err, schema, c.name, c.want, out)
+			}
+			out, err = exec.Command(bin, "migrate", "--config", taskFile, "--mode", "full").CombinedOutput()
+			if err == nil || !strings.Contains(string(out), c.want) {
+				t.Fatalf("migrate --mode full: %v, want the check's refusal:\n%s", err, out)
+			}
+			var n int
+			if err := dst.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ? OR SCHEMA_NAME LIKE 'sluice_check%'", schema).Scan(&n); err != nil || n != 0 {
+				t.Fatalf("the refused copy made %d schemas on the target (%v)", n, err)
+			}
+		})
+	}
+}
