@@ -43,7 +43,7 @@ const tidbTypesDDL = `CREATE TABLE %s.types (
 	id INT PRIMARY KEY,
 	vc VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
 	ci VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci,
-	l1 VARCHAR(20) CHARACTER SET latin1,
+	l1 VARCHAR(20) CHARACTER SET latin1 COLLATE latin1_bin,
 	bn VARBINARY(16),
 	bl BLOB,
 	tx TEXT,
@@ -224,18 +224,19 @@ func TestTiDBTargetCopyAndReplication(t *testing.T) {
 
 	// Writes on the source for the whole copy and the kill.
 	ctx, stopLoad := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	var sbDone, insDone sync.WaitGroup
 	var sbErr error
-	wg.Add(2)
+	sbDone.Add(1)
+	insDone.Add(1)
 	go func() {
-		defer wg.Done()
+		defer sbDone.Done()
 		out, err := sb("run", "--threads=2", "--time=15", "--rate=100").CombinedOutput()
 		if err != nil {
 			sbErr = fmt.Errorf("sysbench run: %v: %s", err, out)
 		}
 	}()
 	go func() {
-		defer wg.Done()
+		defer insDone.Done()
 		w := rand.New(rand.NewSource(seed + 1))
 		for i := 1000; ctx.Err() == nil; i++ {
 			q := []string{
@@ -294,8 +295,9 @@ func TestTiDBTargetCopyAndReplication(t *testing.T) {
 	<-exited
 	t.Logf("killed at applied %s", last)
 	cmd, exited = startSluice()
-	wg.Wait()
+	sbDone.Wait()
 	stopLoad()
+	insDone.Wait()
 	if sbErr != nil {
 		t.Fatal(sbErr)
 	}
