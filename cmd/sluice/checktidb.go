@@ -159,14 +159,13 @@ func tidbTrialCreate(ctx context.Context, src, dst *sql.DB, ref sluice.TableRef,
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
 	// Foreign keys may name tables not made here.
 	for _, q := range []string{"SET SESSION foreign_key_checks = 0", sqlgen.CreateDatabase(scratch), "USE " + sluice.QuoteIdent(scratch)} {
 		if _, err := c.ExecContext(ctx, q); err != nil {
 			return "", err
 		}
 	}
-	defer c.ExecContext(context.WithoutCancel(ctx), "SET SESSION foreign_key_checks = 1") //nolint:errcheck // the connection is closed next
+	defer c.Close() // again after the explicit Close below: a no-op
 	if _, err := c.ExecContext(ctx, create); err != nil {
 		var me *mysql.MySQLError
 		if errors.As(err, &me) {
@@ -197,6 +196,10 @@ func tidbTrialCreate(ctx context.Context, src, dst *sql.DB, ref sluice.TableRef,
 	if len(warns) > 0 {
 		return "TiDB takes its CREATE TABLE only with " + strings.Join(warns, "; "), nil
 	}
+	// The check's pool has one connection: hand it back before Preflight
+	// takes it.
+	_, _ = c.ExecContext(ctx, "SET SESSION foreign_key_checks = 1")
+	c.Close()
 	if err := load.Preflight(ctx, dst, t, tgt); err != nil {
 		var se *sluice.Error
 		if errors.As(err, &se) {
