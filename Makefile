@@ -65,6 +65,8 @@ lint:
 # one build without -race serves them all (internal/sandboxtest.BinEnv).
 test: deps lint
 	$(GO) build -o bin/sluice-test ./cmd/sluice
+	@# TiDB for the TiDB-target tests: built once into ~/.cache/sluice-tidb (about 11 minutes the first time).
+	[ "$${SLUICE_TIDB_BUILD:-1}" = 0 ] || bin/sluice-test sandbox tidb build
 	SLUICE_TEST_BIN=$(CURDIR)/bin/sluice-test GO=$(GO) ./scripts/gotest -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@# Nested modules keep their peers' dependencies (dtm's client) out of sluice's go.mod.
 	@for m in compat/*/; do [ -f "$$m/go.mod" ] && [ ! -f "$$m/run.sh" ] || continue; echo "== $$m"; (cd "$$m" && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; done

@@ -101,6 +101,7 @@ type Applier struct {
 	ckptTable string
 	tables    sync.Map // *sluice.Table -> *tableInfo
 	weights   weightTables
+	tidb      tidbFlag // the target is TiDB (tidbddl.go)
 
 	in      chan sluice.StreamItem
 	flushes chan chan error
@@ -459,6 +460,7 @@ var errClosed = errors.New("applier closed")
 
 // fail records the first error and wakes everyone waiting.
 func (a *Applier) fail(err error) {
+	err = tidbLimit(err)
 	a.mu.Lock()
 	if a.err == nil {
 		a.err = err

@@ -210,15 +210,25 @@ func (a *Applier) runDDL(ctx context.Context, it sluice.StreamItem, seq uint64, 
 // restores the applier's session after it.
 func (a *Applier) runStmt(ctx context.Context, it sluice.StreamItem, i int, q string, tolerant bool) error {
 	var restore []byte
-	err := a.serial.QueryRowContext(ctx, "SELECT CONCAT('SET SESSION sql_mode=', QUOTE(@@session.sql_mode), ', character_set_client=', QUOTE(@@session.character_set_client), "+
-		"', collation_connection=', QUOTE(@@session.collation_connection), ', collation_server=', QUOTE(@@session.collation_server), "+
-		"', time_zone=', QUOTE(@@session.time_zone), ', foreign_key_checks=', @@session.foreign_key_checks, "+
-		"', explicit_defaults_for_timestamp=', @@session.explicit_defaults_for_timestamp, "+
-		"', auto_increment_increment=', @@session.auto_increment_increment, ', auto_increment_offset=', @@session.auto_increment_offset, ', timestamp=DEFAULT')").Scan(&restore)
+	restoreSQL := "SELECT CONCAT('SET SESSION sql_mode=', QUOTE(@@session.sql_mode), ', character_set_client=', QUOTE(@@session.character_set_client), " +
+		"', collation_connection=', QUOTE(@@session.collation_connection), ', collation_server=', QUOTE(@@session.collation_server), " +
+		"', time_zone=', QUOTE(@@session.time_zone), ', foreign_key_checks=', @@session.foreign_key_checks, " +
+		"', explicit_defaults_for_timestamp=', @@session.explicit_defaults_for_timestamp, " +
+		"', auto_increment_increment=', @@session.auto_increment_increment, ', auto_increment_offset=', @@session.auto_increment_offset, ', timestamp=DEFAULT')"
+	sessionSQL := ddlSessionSQL(it)
+	if a.targetIsTiDB(ctx, a.serial) { // tidbddl.go
+		restoreSQL = tidbRestoreSQL
+		var terr error
+		if sessionSQL, terr = tidbDDLSessionSQL(it, q); terr != nil {
+			return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the TiDB target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, fullSQL(q), terr),
+				Hint: "apply the change to the target by hand as TiDB allows, then run sluice skip --position " + it.End.String()}
+		}
+	}
+	err := a.serial.QueryRowContext(ctx, restoreSQL).Scan(&restore)
 	if err != nil {
 		return fmt.Errorf("apply DDL: read the session: %w", err)
 	}
-	if _, err := a.serial.ExecContext(ctx, ddlSessionSQL(it)); err != nil {
+	if _, err := a.serial.ExecContext(ctx, sessionSQL); err != nil {
 		return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the target", Err: fmt.Errorf("%w: set the source's session context: %v", sluice.ErrUnsupportedDDL, err),
 			Hint: "make the target accept the session settings (e.g. load its time zone tables), or apply the change by hand and run sluice skip --position " + it.End.String()}
 	}

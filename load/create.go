@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/sluice-db/sluice"
@@ -159,7 +160,7 @@ func definitionDiff(want, have *sluice.Table) string {
 		switch {
 		case !strings.EqualFold(w.Name, h.Name):
 			return fmt.Sprintf("column %d is %s, want %s", i+1, h.Name, w.Name)
-		case !strings.EqualFold(w.FullType, h.FullType):
+		case !strings.EqualFold(intWidthless(w.FullType), intWidthless(h.FullType)):
 			return fmt.Sprintf("column %s is %s, want %s", w.Name, h.FullType, w.FullType)
 		case w.Nullable != h.Nullable:
 			return fmt.Sprintf("column %s nullable=%v, want %v", w.Name, h.Nullable, w.Nullable)
@@ -177,6 +178,13 @@ func definitionDiff(want, have *sluice.Table) string {
 	}
 	return ""
 }
+
+// intDisplayWidth is an integer type's display width, "int(11)": TiDB (as
+// MySQL 8) reports "int" for the column MariaDB reports as "int(11)", and
+// the width changes no value, so the definitions compare without it.
+var intDisplayWidth = regexp.MustCompile(`(?i)^(tinyint|smallint|mediumint|int|integer|bigint|year)\(\d+\)`)
+
+func intWidthless(t string) string { return intDisplayWidth.ReplaceAllString(t, "$1") }
 
 func keySet(keys [][]int) string {
 	s := make([]string, len(keys))

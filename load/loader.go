@@ -49,6 +49,8 @@ type Loader struct {
 	groupReloaded []GroupReload
 
 	tables map[sluice.TableRef]*target // by source name
+	// flavor is the target's kind, read once at Open (tidb.go).
+	flavor dbconn.Flavor
 	stats  Stats
 	budget *budget
 
@@ -166,6 +168,9 @@ func Open(ctx context.Context, cfg Config) (_ *Loader, err error) {
 			l.db.Close()
 		}
 	}()
+	if l.flavor, err = targetFlavor(ctx, l.db); err != nil {
+		return nil, fmt.Errorf("load: %w", l.classify(err))
+	}
 	l.meta = meta{db: l.db, schema: cfg.MetaSchema, task: cfg.Task}
 	if err := l.meta.ensure(ctx); err != nil {
 		return nil, fmt.Errorf("load: create checkpoint tables in %s: %w", cfg.MetaSchema, l.classify(err))
@@ -625,7 +630,7 @@ func (l *Loader) loadData(ctx context.Context, tx *sql.Tx, t *target, j *job, r 
 	}
 	// LOAD DATA LOCAL turns errors into warnings (the server cannot stop the
 	// client mid-file), so a warning means a value was altered or skipped.
-	if err := checkWarnings(ctx, tx, t); err != nil {
+	if err := checkWarnings(ctx, tx, t, l.flavor); err != nil {
 		return 0, err
 	}
 	return n, nil
@@ -633,12 +638,8 @@ func (l *Loader) loadData(ctx context.Context, tx *sql.Tx, t *target, j *job, r 
 
 // checkWarnings fails when the last statement raised a warning, except one
 // about a generated column of t (see lenient).
-func checkWarnings(ctx context.Context, tx *sql.Tx, t *target) error {
-	q := "SHOW WARNINGS LIMIT 3"
-	if t.generated != nil {
-		q = "SHOW WARNINGS" // every one must be looked at
-	}
-	rows, err := tx.QueryContext(ctx, q)
+func checkWarnings(ctx context.Context, tx *sql.Tx, t *target, f dbconn.Flavor) error {
+	rows, err := tx.QueryContext(ctx, warningsQuery(f, t.generated != nil))
 	if err != nil {
 		return err
 	}
@@ -659,6 +660,9 @@ func checkWarnings(ctx context.Context, tx *sql.Tx, t *target) error {
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if f == dbconn.TiDB && len(msgs) > 3 {
+		msgs = msgs[:3] // as LIMIT 3 does on MariaDB
 	}
 	if len(msgs) > 0 {
 		return fmt.Errorf("the server altered or rejected values (%s); the chunk was rolled back", strings.Join(msgs, "; "))
@@ -689,7 +693,7 @@ func (l *Loader) insertRows(ctx context.Context, tx *sql.Tx, t *target, j *job, 
 		if t.generated != nil {
 			// Not strict for this table: every statement's warnings are
 			// looked at.
-			if err := checkWarnings(ctx, tx, t); err != nil {
+			if err := checkWarnings(ctx, tx, t, l.flavor); err != nil {
 				return err
 			}
 		}

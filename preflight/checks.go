@@ -143,6 +143,7 @@ func Run(ctx context.Context, cfg *task.Config, mode string) []Result {
 	} else {
 		defer dst.Close()
 		add(Result{Name: "target connection", Status: "pass", Detail: cfg.Target.String()})
+		add(targetFlavor(ctx, src, dst, cfg, mode)) // tidb.go
 		add(targetWritable(ctx, dst, cfg))
 		if src != nil {
 			add(sameServerCheck(ctx, src, dst, cfg, mode)) // sameserver.go

@@ -26,7 +26,7 @@ func TestCheckBeforeCopy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check on a good source: %v\n%s", err, out)
 	}
-	for _, want := range []string{"pass  source connection", "pass  binlog and replication", "warn  table keys", "csrc.nokey", "pass  target writable", "pass  server-id"} {
+	for _, want := range []string{"pass  source connection", "pass  binlog and replication", "warn  table keys", "csrc.nokey", "pass  target flavour             MariaDB 10.11", "pass  target writable", "pass  server-id"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check output lacks %q:\n%s", want, out)
 		}

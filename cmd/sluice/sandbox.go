@@ -115,7 +115,7 @@ GTID strict mode, distinct server_id). root has an empty password on
 			return nil
 		},
 	}
-	cmd.AddCommand(upCmd, downCmd, statusCmd, listCmd, newSandboxEtcdCmd(&dir), newSandboxKafkaCmd(&dir))
+	cmd.AddCommand(upCmd, downCmd, statusCmd, listCmd, newSandboxEtcdCmd(&dir), newSandboxKafkaCmd(&dir), newSandboxTiDBCmd(&dir))
 	return cmd
 }
 

@@ -248,6 +248,8 @@ func Classify(err error, role string, ep sluice.Endpoint) error {
 				Hint: tablesHint(role)}
 		case 1021:
 			return &sluice.Error{Op: op, Err: fmt.Errorf("%w: %s", sluice.ErrDiskFull, me.Message), Hint: "free disk space on the " + role + " server"}
+		case 8004: // TiDB
+			return TiDBTxnTooLarge(err, "write to "+op)
 		case 1290, 1836:
 			if ReadOnly(err) {
 				return &sluice.Error{Op: "write to " + op, Err: fmt.Errorf("%w: the server is read-only (read_only=ON): %s", sluice.ErrConfig, me.Message),

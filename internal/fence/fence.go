@@ -150,7 +150,7 @@ func Wait(ctx context.Context, plain *sql.DB, kind, task string, wait time.Durat
 			held = append(held, SlotName(kind, task, i))
 		}
 	}
-	if len(held) > 0 {
+	if len(held) > 0 && namesHolder(ctx, conn) {
 		if err := liveHolder(ctx, conn, held, what); err != nil {
 			return err
 		}
