@@ -79,7 +79,7 @@ func tidbTypesRow(rng *rand.Rand, id int) string {
 	l1 := []string{"abc", "caf\xe9", "na\xefve", ""}[rng.Intn(4)]
 	return fmt.Sprintf("(%d, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", id,
 		null(fmt.Sprintf("'%s'", str(40))), null(fmt.Sprintf("'%s'", str(40))),
-		null(fmt.Sprintf("_binary 0x%x", l1)), null(fmt.Sprintf("0x%x", rng.Int63())), null(fmt.Sprintf("REPEAT(0x%02x, %d)", rng.Intn(256), rng.Intn(3000))),
+		null(fmt.Sprintf("_binary X'%x'", l1)), null(fmt.Sprintf("0x%x", rng.Int63())), null(fmt.Sprintf("REPEAT(0x%02x, %d)", rng.Intn(256), rng.Intn(3000))),
 		null(fmt.Sprintf("'%s'", str(200))), null(fmt.Sprintf("%d.%06d", rng.Intn(1e9)-5e8, rng.Intn(1e6))),
 		null(fmt.Sprintf("%d.%d", rng.Intn(1e6), rng.Intn(1e3))), null(fmt.Sprintf("'20%02d-%02d-%02d 12:34:56.%06d'", rng.Intn(30), 1+rng.Intn(12), 1+rng.Intn(28), rng.Intn(1e6))),
 		null(fmt.Sprintf("'2020-01-%02d 01:02:03.%03d'", 1+rng.Intn(28), rng.Intn(1000))), null(fmt.Sprintf("'19%02d-01-01'", rng.Intn(100))),
