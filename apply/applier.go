@@ -101,7 +101,6 @@ type Applier struct {
 	ckptTable string
 	tables    sync.Map // *sluice.Table -> *tableInfo
 	weights   weightTables
-	tidb      tidbFlag // the target is TiDB (tidbddl.go)
 
 	in      chan sluice.StreamItem
 	flushes chan chan error
@@ -161,9 +160,11 @@ type Applier struct {
 
 	clocks  Clocks
 	xaReady bool // apply_xa exists (xa.go; the scheduler goroutine's)
-	// valuesOK: the target takes table value constructors (tvc.go); set
-	// in Start, read-only after.
+	// valuesOK: the target takes table value constructors; tidb: the
+	// target is TiDB (tidbddl.go). Both set in Start (tvc.go), read-only
+	// after.
 	valuesOK bool
+	tidb     bool
 }
 
 // New returns an applier writing to db, which must accept multi-statement
@@ -218,7 +219,7 @@ func (a *Applier) Start(ctx context.Context) error {
 	go func() {
 		err := a.probeRTT(ctx, a.serial)
 		if err == nil {
-			err = a.readValuesOK(ctx)
+			err = a.readTarget(ctx)
 		}
 		probed <- err
 	}()

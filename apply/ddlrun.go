@@ -210,14 +210,9 @@ func (a *Applier) runDDL(ctx context.Context, it sluice.StreamItem, seq uint64, 
 // restores the applier's session after it.
 func (a *Applier) runStmt(ctx context.Context, it sluice.StreamItem, i int, q string, tolerant bool) error {
 	var restore []byte
-	restoreSQL := "SELECT CONCAT('SET SESSION sql_mode=', QUOTE(@@session.sql_mode), ', character_set_client=', QUOTE(@@session.character_set_client), " +
-		"', collation_connection=', QUOTE(@@session.collation_connection), ', collation_server=', QUOTE(@@session.collation_server), " +
-		"', time_zone=', QUOTE(@@session.time_zone), ', foreign_key_checks=', @@session.foreign_key_checks, " +
-		"', explicit_defaults_for_timestamp=', @@session.explicit_defaults_for_timestamp, " +
-		"', auto_increment_increment=', @@session.auto_increment_increment, ', auto_increment_offset=', @@session.auto_increment_offset, ', timestamp=DEFAULT')"
+	restoreSQL := sessionRestoreSQL(a.tidb)
 	sessionSQL := ddlSessionSQL(it)
-	if a.targetIsTiDB(ctx, a.serial) { // tidbddl.go
-		restoreSQL = tidbRestoreSQL
+	if a.tidb { // tidbddl.go
 		var terr error
 		if sessionSQL, terr = tidbDDLSessionSQL(it, q); terr != nil {
 			return &sluice.Error{Op: "apply DDL at " + it.End.String() + " to the TiDB target", Err: fmt.Errorf("%w: %s: %v", sluice.ErrUnsupportedDDL, fullSQL(q), terr),
@@ -327,4 +322,19 @@ func withSetStatement(vars, q string) string {
 		return q
 	}
 	return "SET STATEMENT " + vars + " FOR " + q
+}
+
+// sessionRestoreSQL reads the applier's session as the SET that restores it
+// after a DDL ran in the source's session. TiDB's
+// explicit_defaults_for_timestamp is read-only (always ON), so it is left
+// out there.
+func sessionRestoreSQL(tidb bool) string {
+	edft := "', explicit_defaults_for_timestamp=', @@session.explicit_defaults_for_timestamp, "
+	if tidb {
+		edft = ""
+	}
+	return "SELECT CONCAT('SET SESSION sql_mode=', QUOTE(@@session.sql_mode), ', character_set_client=', QUOTE(@@session.character_set_client), " +
+		"', collation_connection=', QUOTE(@@session.collation_connection), ', collation_server=', QUOTE(@@session.collation_server), " +
+		"', time_zone=', QUOTE(@@session.time_zone), ', foreign_key_checks=', @@session.foreign_key_checks, " + edft +
+		"', auto_increment_increment=', @@session.auto_increment_increment, ', auto_increment_offset=', @@session.auto_increment_offset, ', timestamp=DEFAULT')"
 }

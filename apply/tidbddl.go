@@ -1,17 +1,13 @@
 package apply
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/pingcap/tidb/pkg/parser/charset"
 
 	"github.com/sluice-db/sluice"
-	"github.com/sluice-db/sluice/internal/dbconn"
 	"github.com/sluice-db/sluice/sqlgen"
 )
 
@@ -22,28 +18,6 @@ import (
 // So on TiDB the same context is set by name, and a DDL that ran on the
 // source with explicit_defaults_for_timestamp=OFF and names a TIMESTAMP is
 // refused: TiDB would give the column other defaults than the source did.
-
-// tidbFlag caches whether the target is TiDB (read once, on first use).
-type tidbFlag struct {
-	once sync.Once
-	is   bool
-}
-
-func (a *Applier) targetIsTiDB(ctx context.Context, c *sql.Conn) bool {
-	f := &a.tidb
-	f.once.Do(func() {
-		fl, _, err := dbconn.ServerFlavor(ctx, c)
-		f.is = err == nil && fl == dbconn.TiDB
-	})
-	return f.is
-}
-
-// tidbRestoreSQL reads the applier's session as runStmt's restore does,
-// without explicit_defaults_for_timestamp.
-const tidbRestoreSQL = "SELECT CONCAT('SET SESSION sql_mode=', QUOTE(@@session.sql_mode), ', character_set_client=', QUOTE(@@session.character_set_client), " +
-	"', collation_connection=', QUOTE(@@session.collation_connection), ', collation_server=', QUOTE(@@session.collation_server), " +
-	"', time_zone=', QUOTE(@@session.time_zone), ', foreign_key_checks=', @@session.foreign_key_checks, " +
-	"', auto_increment_increment=', @@session.auto_increment_increment, ', auto_increment_offset=', @@session.auto_increment_offset, ', timestamp=DEFAULT')"
 
 // mariadbSQLModes names MariaDB's sql_mode bits (sql_class.h), bit i at i.
 var mariadbSQLModes = []string{"REAL_AS_FLOAT", "PIPES_AS_CONCAT", "ANSI_QUOTES", "IGNORE_SPACE", "IGNORE_BAD_TABLE_OPTIONS",

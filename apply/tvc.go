@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-db/sluice/internal/dbconn"
 )
 
 // Multi-row UPDATEs join the target table with a derived table of the new
@@ -15,26 +17,30 @@ import (
 // value constructor another way (VALUES ROW(...)) and other servers may
 // have none, so it is used only where the target says it is MariaDB.
 
-// readValuesOK sets a.valuesOK from the target's version.
-func (a *Applier) readValuesOK(ctx context.Context) error {
+// readTarget reads the target's flavour and version once (dbconn.ServerFlavor):
+// they decide the table value constructors here and TiDB's DDL session
+// (tidbddl.go).
+func (a *Applier) readTarget(ctx context.Context) error {
 	var v string
 	if err := a.serial.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
 		return fmt.Errorf("read the target's version: %w", err)
 	}
+	f, _ := dbconn.ParseVersion(v)
+	a.tidb = f == dbconn.TiDB
 	a.valuesOK = valuesOK(v)
 	return nil
 }
 
 // valuesOK: version (as VERSION() shows it) is MariaDB 10.3 or later.
 func valuesOK(version string) bool {
-	if !strings.Contains(version, "MariaDB") {
-		return false
-	}
 	// A MySQL-compatible prefix ("5.5.5-10.6.12-MariaDB") comes first in
 	// some builds' handshake; VERSION() shows the real one, but skip such a
 	// prefix all the same.
-	version = strings.TrimPrefix(version, "5.5.5-")
-	parts := strings.SplitN(version, ".", 3)
+	f, ver := dbconn.ParseVersion(strings.TrimPrefix(version, "5.5.5-"))
+	if f != dbconn.MariaDB {
+		return false
+	}
+	parts := strings.SplitN(ver, ".", 3)
 	if len(parts) < 2 {
 		return false
 	}
