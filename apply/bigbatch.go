@@ -69,7 +69,9 @@ type runBatch struct {
 	seed maphash.Seed
 }
 
-// batchable reports whether change c of a table with info may join a run.
+// batchable reports whether change c of a table with info may join a run;
+// when it may, scratch holds the row's exact key (rowKey of its before
+// image).
 func batchable(c *sluice.RowChange, info *tableInfo, scratch []byte) (bool, []byte) {
 	if info.nontx || !compactable(info) {
 		return false, scratch
@@ -79,7 +81,7 @@ func batchable(c *sluice.RowChange, info *tableInfo, scratch []byte) (bool, []by
 		if len(info.spec.Key) != 1 || c.Before[info.spec.Key[0]] == nil {
 			return false, scratch
 		}
-		return true, scratch
+		return true, rowKey(scratch[:0], info, c.Before)
 	case sluice.Update:
 		if len(info.spec.Write) <= len(info.spec.Key) || info.spec.HasGenerated() {
 			return false, scratch
@@ -95,7 +97,7 @@ func batchable(c *sluice.RowChange, info *tableInfo, scratch []byte) (bool, []by
 		scratch = rowKey(scratch[:0], info, c.Before)
 		n := len(scratch)
 		scratch = rowKey(scratch, info, c.After)
-		return bytes.Equal(scratch[:n], scratch[n:]), scratch
+		return bytes.Equal(scratch[:n], scratch[n:]), scratch[:n]
 	}
 	return false, scratch
 }
@@ -139,7 +141,6 @@ func (b *bigTxn) bigChange(ctx context.Context, c *sluice.RowChange, info *table
 		r.seen = map[uint64][]int{}
 		r.seed = maphash.MakeSeed()
 	}
-	r.key = rowKey(r.key[:0], info, c.Before)
 	h := maphash.Bytes(r.seed, r.key)
 	if r.info != nil && (r.info != info || r.kind != c.Kind || r.noFK != c.NoFKChecks || r.has(h, r.key)) {
 		if err := b.endRun(ctx); err != nil {
