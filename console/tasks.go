@@ -311,18 +311,29 @@ func statementOf(e string) (gtid, pos string) {
 	return gtid, pos
 }
 
-func (s *Server) taskAction(w http.ResponseWriter, r *http.Request) {
+// actionDir is the task directory an action POST names, or false after
+// answering 404 (no such task) or 403 (a console without actions).
+func (s *Server) actionDir(w http.ResponseWriter, r *http.Request) (string, bool) {
 	dir, err := s.taskDir(r.PostForm.Get("dir"))
 	if err != nil {
 		http.Error(w, "404 "+err.Error(), http.StatusNotFound)
-		return
+		return "", false
 	}
 	if s.cfg.Actions == nil {
 		http.Error(w, "403 this console runs without actions", http.StatusForbidden)
+		return "", false
+	}
+	return dir, true
+}
+
+func (s *Server) taskAction(w http.ResponseWriter, r *http.Request) {
+	dir, ok := s.actionDir(w, r)
+	if !ok {
 		return
 	}
 	t := s.readTask(dir)
 	var out string
+	var err error
 	switch a := r.PostForm.Get("action"); a {
 	case "pause":
 		out, err = s.cfg.Actions.Pause(r.Context(), dir, t.Name)
@@ -365,13 +376,8 @@ type confirmData struct {
 // task stopped at and what will be recorded; the POST with confirm=yes
 // records it with the CLI's code.
 func (s *Server) taskHandle(w http.ResponseWriter, r *http.Request) {
-	dir, err := s.taskDir(r.PostForm.Get("dir"))
-	if err != nil {
-		http.Error(w, "404 "+err.Error(), http.StatusNotFound)
-		return
-	}
-	if s.cfg.Actions == nil {
-		http.Error(w, "403 this console runs without actions", http.StatusForbidden)
+	dir, ok := s.actionDir(w, r)
+	if !ok {
 		return
 	}
 	f := r.PostForm
@@ -403,6 +409,7 @@ func (s *Server) taskHandle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out string
+	var err error
 	if action == "skip" {
 		out, err = s.cfg.Actions.Skip(r.Context(), dir, t.Name, gtid, pos)
 	} else {
